@@ -2,7 +2,13 @@
 //!
 //! The modules read as the pipeline: types → text → embed → index → recall → memory → web bindings.
 
+pub mod embed;
 pub mod error;
+pub mod index;
+pub mod memory;
+pub mod recall;
+pub mod store;
 pub mod text;
+pub mod types;
 
 pub use error::{Error, Result};

@@ -1,0 +1,265 @@
+//! Embed: text → unit-length sentence vectors with all-MiniLM-L6-v2 (int8).
+//!
+//! Tokenization, windowing, length-bucketed batching and pooling are plain Rust shared by every target; only running
+//! the ONNX graph ([`Runtime`]) differs: `ort` over the onnxruntime shared library natively, `ort-web` in the page.
+//! A text longer than the model's window is never cut silently: it is embedded as several overlapping windows
+//! (each a vector of its own), unless `truncate` is set for paper parity.
+
+mod onnx;
+
+pub use onnx::OnnxRuntime;
+#[cfg(not(target_arch = "wasm32"))]
+pub use onnx::{default_dylib_path, default_model_dir};
+#[cfg(target_arch = "wasm32")]
+pub use onnx::{web_environment, OrtDist, WebBuild};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::text::WordPiece;
+
+/// Identifies the model whose vectors a database holds; a database built with another model is refused.
+pub const MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2@int8";
+/// Output dimension of [`MODEL_ID`].
+pub const DIM: usize = 384;
+
+/// Where the model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// onnxruntime-web's WebAssembly CPU backend.
+    Wasm,
+    /// onnxruntime-web's WebGPU backend.
+    Webgpu,
+    /// Native onnxruntime on the CPU (tests, CLI).
+    Cpu,
+}
+
+impl Device {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Device::Wasm => "wasm",
+            Device::Webgpu => "webgpu",
+            Device::Cpu => "cpu",
+        }
+    }
+}
+
+/// One padded batch of token windows, row-major `[rows, seq]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub input_ids: Vec<i64>,
+    pub attention_mask: Vec<i64>,
+    pub rows: usize,
+    pub seq: usize,
+}
+
+/// Runs the transformer: a batch in, `last_hidden_state` `[rows, seq, DIM]` out (flattened).
+#[async_trait(?Send)]
+pub trait Runtime {
+    async fn last_hidden_state(&mut self, batch: &Batch) -> Result<Vec<f32>>;
+    fn device(&self) -> Device;
+}
+
+/// How texts become token windows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmbedConfig {
+    /// Tokens per window, [CLS] and [SEP] included (sentence-transformers' `max_seq_length` for this model: 256).
+    pub max_tokens: usize,
+    /// Tokens shared by consecutive windows of one long text, so no sentence is only ever seen cut in half.
+    pub overlap: usize,
+    /// Keep only the first window (what the papers did); for benchmarks, never the product default.
+    pub truncate: bool,
+    /// Windows per model call.
+    pub batch_size: usize,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        EmbedConfig { max_tokens: 256, overlap: 32, truncate: false, batch_size: 16 }
+    }
+}
+
+/// A vector for one window of one input text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowVector {
+    /// Index of the text in the input slice.
+    pub text: usize,
+    /// Window number within that text, from 0.
+    pub window: u16,
+    pub vector: Vec<f32>,
+}
+
+/// Tokenizer + runtime + windowing.
+pub struct Embedder<R: Runtime> {
+    tokenizer: WordPiece,
+    runtime: R,
+    config: EmbedConfig,
+}
+
+impl<R: Runtime> Embedder<R> {
+    pub fn new(tokenizer: WordPiece, runtime: R, config: EmbedConfig) -> Result<Self> {
+        if config.max_tokens < 8 || config.max_tokens > 512 || config.overlap * 2 >= config.max_tokens - 2 {
+            return Err(Error::invalid("embedder window: need 8 ≤ maxTokens ≤ 512 and overlap < half a window"));
+        }
+        if config.batch_size == 0 {
+            return Err(Error::invalid("embedder batch size must be positive"));
+        }
+        Ok(Embedder { tokenizer, runtime, config })
+    }
+
+    pub fn device(&self) -> Device {
+        self.runtime.device()
+    }
+
+    pub fn config(&self) -> EmbedConfig {
+        self.config
+    }
+
+    pub fn tokenizer(&self) -> &WordPiece {
+        &self.tokenizer
+    }
+
+    /// Token windows of one text, each wrapped in [CLS] … [SEP].
+    pub fn windows(&self, text: &str) -> Vec<Vec<u32>> {
+        let ids = self.tokenizer.encode(text);
+        let body = self.config.max_tokens - 2;
+        let stride = body - self.config.overlap;
+        let mut out = Vec::new();
+        let mut start = 0;
+        loop {
+            let end = (start + body).min(ids.len());
+            let mut w = Vec::with_capacity(end - start + 2);
+            w.push(self.tokenizer.cls_id());
+            w.extend_from_slice(&ids[start..end]);
+            w.push(self.tokenizer.sep_id());
+            out.push(w);
+            if end == ids.len() || self.config.truncate {
+                break;
+            }
+            start += stride;
+        }
+        out
+    }
+
+    /// Embeds texts; one vector per window (a short text has one window). Windows are sorted by length and batched,
+    /// so padding stays small; the output is in input order.
+    pub async fn embed(&mut self, texts: &[&str]) -> Result<Vec<WindowVector>> {
+        let mut windows: Vec<(usize, u16, Vec<u32>)> = Vec::new();
+        for (t, text) in texts.iter().enumerate() {
+            for (w, ids) in self.windows(text).into_iter().enumerate() {
+                windows.push((t, w as u16, ids));
+            }
+        }
+        let mut order: Vec<usize> = (0..windows.len()).collect();
+        order.sort_by_key(|&i| windows[i].2.len());
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; windows.len()];
+        for chunk in order.chunks(self.config.batch_size) {
+            let batch = pad_batch(chunk.iter().map(|&i| windows[i].2.as_slice()), self.tokenizer.pad_id());
+            let hidden = self.runtime.last_hidden_state(&batch).await?;
+            let pooled = mean_pool_normalize(&hidden, &batch.attention_mask, batch.rows, batch.seq, DIM)?;
+            for (&i, v) in chunk.iter().zip(pooled) {
+                vectors[i] = Some(v);
+            }
+        }
+        windows
+            .into_iter()
+            .zip(vectors)
+            .map(|((text, window, _), v)| {
+                let vector = v.ok_or_else(|| Error::Embedder("a window was not embedded".into()))?;
+                Ok(WindowVector { text, window, vector })
+            })
+            .collect()
+    }
+
+    /// One vector for a query: the mean of its window vectors, renormalised (a query is almost always one window).
+    pub async fn embed_query(&mut self, text: &str) -> Result<Vec<f32>> {
+        let windows = self.embed(&[text]).await?;
+        let mut v = vec![0.0f32; DIM];
+        for w in &windows {
+            for (a, b) in v.iter_mut().zip(&w.vector) {
+                *a += b;
+            }
+        }
+        normalize(&mut v);
+        Ok(v)
+    }
+}
+
+/// Right-pads windows to the longest; the attention mask marks real tokens.
+pub fn pad_batch<'a>(windows: impl Iterator<Item = &'a [u32]> + Clone, pad: u32) -> Batch {
+    let rows = windows.clone().count();
+    let seq = windows.clone().map(|w| w.len()).max().unwrap_or(0);
+    let mut input_ids = Vec::with_capacity(rows * seq);
+    let mut attention_mask = Vec::with_capacity(rows * seq);
+    for w in windows {
+        input_ids.extend(w.iter().map(|&id| id as i64));
+        input_ids.extend(std::iter::repeat(pad as i64).take(seq - w.len()));
+        attention_mask.extend(std::iter::repeat(1).take(w.len()));
+        attention_mask.extend(std::iter::repeat(0).take(seq - w.len()));
+    }
+    Batch { input_ids, attention_mask, rows, seq }
+}
+
+/// Masked mean pooling over tokens, then L2 normalisation (what sentence-transformers does for this model).
+pub fn mean_pool_normalize(hidden: &[f32], mask: &[i64], rows: usize, seq: usize, dim: usize) -> Result<Vec<Vec<f32>>> {
+    if hidden.len() != rows * seq * dim || mask.len() != rows * seq {
+        return Err(Error::Embedder(format!(
+            "model output has {} values, expected {rows}×{seq}×{dim}",
+            hidden.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let mut v = vec![0.0f32; dim];
+        let mut n = 0.0f32;
+        for s in 0..seq {
+            if mask[r * seq + s] == 0 {
+                continue;
+            }
+            n += 1.0;
+            let h = &hidden[(r * seq + s) * dim..(r * seq + s + 1) * dim];
+            for (a, b) in v.iter_mut().zip(h) {
+                *a += b;
+            }
+        }
+        let n = n.max(1e-9);
+        v.iter_mut().for_each(|x| *x /= n);
+        normalize(&mut v);
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Scales to unit L2 length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 1e-12 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooling_ignores_padding_and_normalises() {
+        // rows=1, seq=3 (last is padding), dim=2
+        let hidden = [1.0, 0.0, 3.0, 0.0, 100.0, 100.0];
+        let v = mean_pool_normalize(&hidden, &[1, 1, 0], 1, 3, 2).unwrap();
+        assert_eq!(v, vec![vec![1.0, 0.0]]);
+        assert!(mean_pool_normalize(&hidden, &[1, 1], 1, 3, 2).is_err());
+    }
+
+    #[test]
+    fn pads_to_the_longest_window() {
+        let a = [101u32, 5, 102];
+        let b = [101u32, 102];
+        let batch = pad_batch([&a[..], &b[..]].into_iter(), 0);
+        assert_eq!((batch.rows, batch.seq), (2, 3));
+        assert_eq!(batch.input_ids, vec![101, 5, 102, 101, 102, 0]);
+        assert_eq!(batch.attention_mask, vec![1, 1, 1, 1, 1, 0]);
+    }
+}

@@ -1,0 +1,225 @@
+//! The ONNX runtime behind [`Runtime`]: the same `ort` calls on both targets; natively against the onnxruntime
+//! shared library (`load-dynamic`), in the page against onnxruntime-web through `ort-web`.
+
+use async_trait::async_trait;
+#[cfg(target_arch = "wasm32")]
+use ort::session::builder::SessionBuilder;
+use ort::session::Session;
+use ort::value::Tensor;
+
+use super::{Batch, Device, Runtime};
+use crate::error::{Error, Result};
+
+fn embedder_err(e: impl std::fmt::Display) -> Error {
+    Error::Embedder(e.to_string())
+}
+
+/// A loaded model session on one device.
+pub struct OnnxRuntime {
+    session: Session,
+    device: Device,
+}
+
+impl OnnxRuntime {
+    fn inputs(batch: &Batch) -> Result<Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'static>)>> {
+        let shape = [batch.rows, batch.seq];
+        let ids = Tensor::from_array((shape, batch.input_ids.clone())).map_err(embedder_err)?;
+        let mask = Tensor::from_array((shape, batch.attention_mask.clone())).map_err(embedder_err)?;
+        let types = Tensor::from_array((shape, vec![0i64; batch.rows * batch.seq])).map_err(embedder_err)?;
+        Ok(ort::inputs! { "input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types })
+    }
+
+    fn read_output(outputs: &ort::session::SessionOutputs<'_>) -> Result<Vec<f32>> {
+        let value = outputs
+            .get("last_hidden_state")
+            .ok_or_else(|| Error::Embedder("the model has no `last_hidden_state` output".into()))?;
+        let (_, data) = value.try_extract_tensor::<f32>().map_err(embedder_err)?;
+        Ok(data.to_vec())
+    }
+}
+
+/// Appends an execution provider by the short name onnxruntime-web knows (`"WASM"`, `"WebGPU"`).
+///
+/// `unsafe` because it calls the C API directly: ort rc.15 registers EPs under canonical names
+/// (`WebGpuExecutionProvider`) that ort-web 0.5.0 rejects, so its safe `with_execution_providers` cannot be used
+/// there (TOOLCHAIN.md, "EP-name trap").
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)]
+fn append_provider(builder: &mut SessionBuilder, name: &std::ffi::CStr) -> Result<()> {
+    use ort::AsPointer;
+    let api = ort::api();
+    // SAFETY: the builder's options pointer is valid for the builder's lifetime; no key/value pairs are passed.
+    let status = unsafe {
+        (api.SessionOptionsAppendExecutionProvider)(builder.ptr_mut(), name.as_ptr(), std::ptr::null(), std::ptr::null(), 0)
+    };
+    // SAFETY: `status` was just returned by the C API and is consumed once.
+    unsafe { ort::Error::result_from_status(status) }.map_err(embedder_err)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    use super::*;
+
+    static ENVIRONMENT: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+
+    /// Where the onnxruntime shared library is: `ORT_DYLIB_PATH`, else the path `npm run setup` recorded.
+    pub fn default_dylib_path() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
+            return Some(PathBuf::from(p));
+        }
+        let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache").join("ort-dylib-path");
+        std::fs::read_to_string(recorded).ok().map(|s| PathBuf::from(s.trim()))
+    }
+
+    /// Where setup put the model assets (`www/assets/model`).
+    pub fn default_model_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("www").join("assets").join("model")
+    }
+
+    fn environment(dylib: &Path) -> Result<ort::environment::Environment> {
+        ENVIRONMENT
+            .get_or_init(|| {
+                let builder = ort::init_from(dylib).map_err(|e| format!("loading {}: {e}", dylib.display()))?;
+                builder.with_name("loci").with_telemetry(false).build().map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(Error::Embedder)
+    }
+
+    impl OnnxRuntime {
+        /// Loads the model natively. `threads`: intra-op threads (1 keeps benchmarks comparable).
+        pub fn native(model: &[u8], dylib: &Path, threads: usize) -> Result<Self> {
+            let env = environment(dylib)?;
+            let session = Session::builder(&env)
+                .map_err(embedder_err)?
+                .with_intra_threads(threads.max(1))
+                .map_err(embedder_err)?
+                .commit_from_memory(model)
+                .map_err(embedder_err)?;
+            Ok(OnnxRuntime { session, device: Device::Cpu })
+        }
+    }
+
+    #[async_trait(?Send)]
+    impl Runtime for OnnxRuntime {
+        async fn last_hidden_state(&mut self, batch: &Batch) -> Result<Vec<f32>> {
+            let inputs = Self::inputs(batch)?;
+            let outputs = self.session.run(inputs).map_err(embedder_err)?;
+            Self::read_output(&outputs)
+        }
+
+        fn device(&self) -> Device {
+            self.device
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::{default_dylib_path, default_model_dir};
+
+#[cfg(target_arch = "wasm32")]
+mod web {
+    use std::cell::RefCell;
+
+    use wasm_bindgen::JsValue;
+
+    use super::*;
+
+    /// Which onnxruntime-web build the page loaded. ort-web injects it once per page, so the first memory opened
+    /// decides; the WebGPU build also runs the WASM provider.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Build {
+        Wasm,
+        Webgpu,
+    }
+
+    thread_local! {
+        static LOADED: RefCell<Option<(Build, ort::environment::Environment)>> = const { RefCell::new(None) };
+    }
+
+    /// Where onnxruntime-web's files are served from (self-hosted: ort-web must never fetch from its CDN).
+    #[derive(Clone, Debug)]
+    pub struct OrtDist {
+        /// Absolute base URL of the `dist/` files.
+        pub base_url: String,
+        /// Extension of the Emscripten wrapper (`mjs`; `js` where a server sends `.mjs` with the wrong type).
+        pub wrapper_ext: String,
+    }
+
+    fn set_wasm_paths(dist: &OrtDist, build: Build) -> Result<()> {
+        let stem = match build {
+            Build::Wasm => "ort-wasm-simd-threaded",
+            Build::Webgpu => "ort-wasm-simd-threaded.asyncify",
+        };
+        let get = |o: &JsValue, k: &str| js_sys::Reflect::get(o, &JsValue::from_str(k));
+        let fail = |_| Error::Embedder("onnxruntime-web loaded but `ort.env.wasm` is missing".into());
+        let ort = get(&js_sys::global(), "ort").map_err(fail)?;
+        let wasm = get(&get(&ort, "env").map_err(fail)?, "wasm").map_err(fail)?;
+        let paths = js_sys::Object::new();
+        let set = |o: &JsValue, k: &str, v: &JsValue| js_sys::Reflect::set(o, &JsValue::from_str(k), v);
+        let url = |f: String| JsValue::from_str(&format!("{}{}", dist.base_url, f));
+        set(&paths, "mjs", &url(format!("{stem}.{}", dist.wrapper_ext))).map_err(fail)?;
+        set(&paths, "wasm", &url(format!("{stem}.wasm"))).map_err(fail)?;
+        set(&wasm, "wasmPaths", &paths).map_err(fail)?;
+        Ok(())
+    }
+
+    /// Loads onnxruntime-web (once per page) and returns the environment; telemetry off.
+    pub async fn environment(dist: &OrtDist, want: Build) -> Result<(Build, ort::environment::Environment)> {
+        if let Some((build, env)) = LOADED.with(|l| l.borrow().clone()) {
+            if want == Build::Webgpu && build == Build::Wasm {
+                return Err(Error::Embedder(
+                    "this page already loaded onnxruntime-web without WebGPU; reload the page to use WebGPU".into(),
+                ));
+            }
+            return Ok((build, env));
+        }
+        let script = match want {
+            Build::Wasm => "ort.wasm.min.js",
+            Build::Webgpu => "ort.webgpu.min.js",
+        };
+        let api = ort_web::api(ort_web::Dist::new(dist.base_url.clone()).with_script_name(script))
+            .await
+            .map_err(|e| Error::Asset(format!("loading onnxruntime-web from {}: {e}", dist.base_url)))?;
+        ort::set_api(api);
+        set_wasm_paths(dist, want)?;
+        let env = ort::init().with_name("loci").with_telemetry(false).build().map_err(embedder_err)?;
+        LOADED.with(|l| *l.borrow_mut() = Some((want, env.clone())));
+        Ok((want, env))
+    }
+
+    impl OnnxRuntime {
+        /// Creates a session on exactly one provider, so the device that runs is known.
+        pub async fn web(env: &ort::environment::Environment, model: &[u8], device: Device) -> Result<Self> {
+            let name: &std::ffi::CStr = match device {
+                Device::Webgpu => c"WebGPU",
+                _ => c"WASM",
+            };
+            let mut builder = Session::builder(env).map_err(embedder_err)?;
+            append_provider(&mut builder, name)?;
+            let session = builder.commit_from_memory(model).await.map_err(embedder_err)?;
+            Ok(OnnxRuntime { session, device })
+        }
+    }
+
+    #[async_trait(?Send)]
+    impl Runtime for OnnxRuntime {
+        async fn last_hidden_state(&mut self, batch: &Batch) -> Result<Vec<f32>> {
+            let inputs = Self::inputs(batch)?;
+            let options = ort::session::RunOptions::new().map_err(embedder_err)?;
+            let mut outputs = self.session.run_async(inputs, &options).await.map_err(embedder_err)?;
+            ort_web::sync_outputs(&mut outputs).await.map_err(embedder_err)?;
+            Self::read_output(&outputs)
+        }
+
+        fn device(&self) -> Device {
+            self.device
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub use web::{environment as web_environment, Build as WebBuild, OrtDist};

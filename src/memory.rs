@@ -1,0 +1,473 @@
+//! Memory: the facade. Holds one memory's state in RAM (sessions, turns, unit vectors), keeps it in step with the
+//! [`Store`], and answers recall. Plain Rust over two traits ([`Store`], [`Runtime`]), so it runs natively in tests
+//! and in the page unchanged. It never knows about JavaScript.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
+use crate::error::{Error, Result};
+use crate::index::VectorIndex;
+use crate::recall;
+use crate::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
+use crate::types::{format_time, validate_message, InputLimits, MessageInput, Session, TimeMs, Turn, Unit, UnitMode};
+
+/// Options fixed when a memory is opened.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryConfig {
+    pub unit_mode: UnitMode,
+    pub limits: InputLimits,
+    pub embed: EmbedConfig,
+    /// Without an explicit session, a message more than this long after the previous one starts a new session.
+    pub session_gap_ms: f64,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            unit_mode: UnitMode::Pair,
+            limits: InputLimits::default(),
+            embed: EmbedConfig::default(),
+            session_gap_ms: 30.0 * 60.0 * 1000.0,
+        }
+    }
+}
+
+/// What `addMessages` did.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AddReport {
+    pub session: String,
+    pub turn_ids: Vec<u64>,
+    pub units_embedded: usize,
+}
+
+/// Options of one recall.
+#[derive(Debug, Clone, Copy)]
+pub struct RecallOptions {
+    /// Sessions to return (the papers' k = 3).
+    pub k: usize,
+    /// Best units shown per session.
+    pub units_per_session: usize,
+    /// Render sessions in time order (true) or by rank.
+    pub chronological: bool,
+}
+
+impl Default for RecallOptions {
+    fn default() -> Self {
+        RecallOptions { k: 3, units_per_session: 3, chronological: true }
+    }
+}
+
+/// A unit behind a recalled session.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecalledUnit {
+    pub id: u32,
+    pub score: f32,
+    pub turn_ids: Vec<u64>,
+    pub text: String,
+}
+
+/// One recalled session with its evidence.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecalledSession {
+    pub id: String,
+    pub rank: usize,
+    pub score: f32,
+    pub first_time: TimeMs,
+    pub last_time: TimeMs,
+    pub units: Vec<RecalledUnit>,
+}
+
+/// The result of `recall`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallResult {
+    pub query: String,
+    pub sessions: Vec<RecalledSession>,
+    /// The sessions as clean text under date headers, ready to put (fenced) into a prompt.
+    pub context: String,
+    /// Rough token count of `context` (WordPiece tokens of the embedding model).
+    pub context_tokens: usize,
+    pub device: Device,
+}
+
+/// Counts for `stats()`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    pub sessions: usize,
+    pub turns: usize,
+    pub units: usize,
+    pub vectors: usize,
+    pub dim: usize,
+    pub model: String,
+    pub device: Device,
+    pub unit_mode: UnitMode,
+}
+
+/// One memory.
+pub struct Memory<S: Store, R: Runtime> {
+    store: S,
+    embedder: Embedder<R>,
+    config: MemoryConfig,
+    meta: Meta,
+    sessions: Vec<Session>,
+    session_index: HashMap<String, u32>,
+    /// Turn ids of each session (by session number), in sequence order.
+    session_turns: Vec<Vec<u64>>,
+    turns: HashMap<u64, Turn>,
+    units: HashMap<u32, Unit>,
+    vectors: VectorIndex,
+    scratch: Vec<f32>,
+}
+
+impl<S: Store, R: Runtime> Memory<S, R> {
+    /// Opens a memory over `store`, refusing a database built with another model, dimension or unit mode.
+    pub async fn open(store: S, embedder: Embedder<R>, config: MemoryConfig) -> Result<Self> {
+        let snapshot = store.load().await?;
+        let meta = match snapshot.meta {
+            Some(m) => {
+                if m.schema != SCHEMA_VERSION {
+                    return Err(Error::SchemaMismatch(format!(
+                        "database schema {} but this loci reads schema {SCHEMA_VERSION}",
+                        m.schema
+                    )));
+                }
+                if m.model != MODEL_ID || m.dim as usize != DIM {
+                    return Err(Error::ModelMismatch(format!(
+                        "database was built with {} (dimension {}), this memory embeds with {MODEL_ID} (dimension {DIM}); \
+                         vectors of different models are never mixed: open another name or forget this one",
+                        m.model, m.dim
+                    )));
+                }
+                if m.unit_mode != config.unit_mode {
+                    return Err(Error::invalid(format!(
+                        "database groups turns as {:?} units, the options ask for {:?}",
+                        m.unit_mode, config.unit_mode
+                    )));
+                }
+                m
+            }
+            None => Meta {
+                schema: SCHEMA_VERSION,
+                model: MODEL_ID.into(),
+                dim: DIM as u32,
+                unit_mode: config.unit_mode,
+                next_turn: 1,
+                next_unit: 1,
+            },
+        };
+        let mut memory = Memory {
+            store,
+            embedder,
+            config,
+            meta,
+            sessions: Vec::new(),
+            session_index: HashMap::new(),
+            session_turns: Vec::new(),
+            turns: HashMap::new(),
+            units: HashMap::new(),
+            vectors: VectorIndex::new(DIM),
+            scratch: Vec::new(),
+        };
+        let mut sessions = snapshot.sessions;
+        sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
+        for s in sessions {
+            memory.upsert_session(s);
+        }
+        let mut turns = snapshot.turns;
+        turns.sort_by_key(|t| (t.seq, t.id));
+        for t in turns {
+            if let Some(&n) = memory.session_index.get(&t.session) {
+                memory.session_turns[n as usize].push(t.id);
+                memory.turns.insert(t.id, t);
+            }
+        }
+        for su in snapshot.units {
+            if su.vectors.len() % DIM != 0 {
+                return Err(Error::Storage(format!("unit {} has a damaged vector", su.unit.id)));
+            }
+            memory.insert_unit(su);
+        }
+        Ok(memory)
+    }
+
+    pub fn device(&self) -> Device {
+        self.embedder.device()
+    }
+
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    fn upsert_session(&mut self, s: Session) -> u32 {
+        match self.session_index.get(&s.id) {
+            Some(&n) => {
+                self.sessions[n as usize] = s;
+                n
+            }
+            None => {
+                let n = self.sessions.len() as u32;
+                self.session_index.insert(s.id.clone(), n);
+                self.sessions.push(s);
+                self.session_turns.push(Vec::new());
+                n
+            }
+        }
+    }
+
+    fn insert_unit(&mut self, su: StoredUnit) {
+        let Some(&n) = self.session_index.get(&su.unit.session) else { return };
+        self.vectors.push(su.unit.id, n, &su.vectors);
+        self.units.insert(su.unit.id, su.unit);
+    }
+
+    fn remove_unit(&mut self, id: u32) {
+        if self.units.remove(&id).is_some() {
+            self.vectors.remove(id);
+        }
+    }
+
+    /// Chooses the session for messages without an explicit one: continue the latest session unless the gap since
+    /// its last turn is longer than `session_gap_ms`.
+    fn auto_session(&self, first_time: TimeMs) -> String {
+        let latest = self.sessions.iter().max_by(|a, b| a.last_time.total_cmp(&b.last_time));
+        match latest {
+            Some(s) if first_time - s.last_time <= self.config.session_gap_ms && first_time >= s.first_time => s.id.clone(),
+            _ => format!("s{}", self.meta.next_turn),
+        }
+    }
+
+    /// Stores messages as turns of one session and embeds the units they complete. All messages are validated
+    /// first: on any error nothing is stored. On a storage error the memory in RAM is unchanged too.
+    pub async fn add_messages(&mut self, messages: &[MessageInput], session: Option<&str>, now: TimeMs) -> Result<AddReport> {
+        if messages.is_empty() {
+            return Err(Error::invalid("no messages given"));
+        }
+        if messages.len() > self.config.limits.max_batch {
+            return Err(Error::invalid(format!(
+                "{} messages in one call, over the limit of {}",
+                messages.len(),
+                self.config.limits.max_batch
+            )));
+        }
+        let valid = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| validate_message(m, i, &self.config.limits))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(s) = session {
+            if s.trim().is_empty() || s.chars().count() > 200 {
+                return Err(Error::invalid("`session` must be a non-empty id of at most 200 characters"));
+            }
+        }
+        let first_time = valid[0].time.unwrap_or(now);
+        let session_id = session.map(str::to_string).unwrap_or_else(|| self.auto_session(first_time));
+
+        // Build the new state aside; it replaces the current one only after the store accepted it.
+        let existing = self.session_index.get(&session_id).map(|&n| n as usize);
+        let mut meta = self.meta.clone();
+        let mut sess = match existing {
+            Some(n) => self.sessions[n].clone(),
+            None => Session { id: session_id.clone(), first_time, last_time: first_time, turn_count: 0, title: None },
+        };
+        let mut new_turns = Vec::with_capacity(valid.len());
+        for v in valid {
+            let time = v.time.unwrap_or(now);
+            let turn = Turn {
+                id: meta.next_turn,
+                session: session_id.clone(),
+                seq: sess.turn_count,
+                speaker: v.speaker,
+                text: v.text,
+                caption: v.caption,
+                time,
+                ingested: now,
+            };
+            meta.next_turn += 1;
+            sess.turn_count += 1;
+            sess.first_time = sess.first_time.min(time);
+            sess.last_time = sess.last_time.max(time);
+            new_turns.push(turn);
+        }
+
+        // Units: by position within the session. A trailing unit left incomplete by an earlier call is reopened
+        // so that (0,1), (2,3), … pairing holds however the messages arrive.
+        let size = self.config.unit_mode.size();
+        let old_ids: Vec<u64> = existing.map(|n| self.session_turns[n].clone()).unwrap_or_default();
+        let open_unit = if old_ids.len() % size != 0 { self.unit_containing(*old_ids.last().unwrap_or(&0)) } else { None };
+        let mut pending: Vec<&Turn> = Vec::new();
+        if let Some(u) = &open_unit {
+            pending.extend(u.turn_ids.iter().filter_map(|id| self.turns.get(id)));
+        }
+        pending.extend(new_turns.iter());
+        let groups: Vec<Vec<&Turn>> = pending.chunks(size).map(|c| c.to_vec()).collect();
+        let texts: Vec<String> =
+            groups.iter().map(|g| g.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n")).collect();
+        let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let windows = self.embedder.embed(&text_refs).await?;
+        let mut stored: Vec<StoredUnit> = groups
+            .iter()
+            .map(|g| {
+                let unit = Unit { id: meta.next_unit, session: session_id.clone(), turn_ids: g.iter().map(|t| t.id).collect() };
+                meta.next_unit += 1;
+                StoredUnit { unit, vectors: Vec::new() }
+            })
+            .collect();
+        for w in windows {
+            stored[w.text].vectors.extend_from_slice(&w.vector);
+        }
+
+        let batch = WriteBatch {
+            meta: Some(meta.clone()),
+            sessions: vec![sess.clone()],
+            turns: new_turns.clone(),
+            units: stored.clone(),
+            delete_units: open_unit.iter().map(|u| u.id).collect(),
+        };
+        self.store.write(batch).await?;
+
+        // Committed: apply to RAM.
+        self.meta = meta;
+        let n = self.upsert_session(sess) as usize;
+        if let Some(u) = open_unit {
+            self.remove_unit(u.id);
+        }
+        let turn_ids: Vec<u64> = new_turns.iter().map(|t| t.id).collect();
+        for t in new_turns {
+            self.session_turns[n].push(t.id);
+            self.turns.insert(t.id, t);
+        }
+        let units_embedded = stored.len();
+        for su in stored {
+            self.insert_unit(su);
+        }
+        Ok(AddReport { session: session_id, turn_ids, units_embedded })
+    }
+
+    fn unit_containing(&self, turn: u64) -> Option<Unit> {
+        self.units.values().find(|u| u.turn_ids.contains(&turn)).cloned()
+    }
+
+    /// Turn Isolation Retrieval over all stored units, then the top-k sessions rendered as text.
+    pub async fn recall(&mut self, query: &str, options: RecallOptions) -> Result<RecallResult> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid("the query is empty"));
+        }
+        if query.chars().count() > self.config.limits.max_message_chars {
+            return Err(Error::invalid("the query is over the size limit"));
+        }
+        if options.k == 0 || options.k > 1000 {
+            return Err(Error::invalid("`k` must be between 1 and 1000"));
+        }
+        let q = self.embedder.embed_query(query).await?;
+        self.vectors.scores_into(&q, &mut self.scratch);
+        let ranked = recall::tir(&self.scratch, self.vectors.sessions(), options.k, options.units_per_session);
+        let mut sessions: Vec<RecalledSession> = ranked
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, s)| {
+                let session = self.sessions.get(s.session as usize)?;
+                let mut units: Vec<RecalledUnit> = Vec::new();
+                for &(row, score) in &s.best_rows {
+                    let unit = self.units.get(&self.vectors.owners()[row])?;
+                    if units.iter().any(|u| u.id == unit.id) {
+                        continue; // several windows of one long unit
+                    }
+                    units.push(RecalledUnit {
+                        id: unit.id,
+                        score,
+                        turn_ids: unit.turn_ids.clone(),
+                        text: self.unit_text(unit),
+                    });
+                }
+                Some(RecalledSession {
+                    id: session.id.clone(),
+                    rank: rank + 1,
+                    score: s.score,
+                    first_time: session.first_time,
+                    last_time: session.last_time,
+                    units,
+                })
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..sessions.len()).collect();
+        if options.chronological {
+            order.sort_by(|&a, &b| sessions[a].first_time.total_cmp(&sessions[b].first_time));
+        }
+        let context = order.iter().map(|&i| self.render_session(&sessions[i].id)).collect::<Vec<_>>().join("\n\n");
+        let context_tokens = self.embedder.tokenizer().encode(&context).len();
+        sessions.iter_mut().for_each(|s| s.units.sort_by(|a, b| b.score.total_cmp(&a.score)));
+        Ok(RecallResult { query: query.into(), sessions, context, context_tokens, device: self.device() })
+    }
+
+    fn unit_text(&self, unit: &Unit) -> String {
+        unit.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(Turn::unit_text).collect::<Vec<_>>().join("\n")
+    }
+
+    /// A session as clean text under its date header.
+    pub fn render_session(&self, id: &str) -> String {
+        let Some(&n) = self.session_index.get(id) else { return String::new() };
+        let s = &self.sessions[n as usize];
+        let mut out = format!("### Session {} ({})", s.id, format_time(s.first_time));
+        for tid in &self.session_turns[n as usize] {
+            if let Some(t) = self.turns.get(tid) {
+                out.push('\n');
+                out.push_str(&format!("{}: {}", t.speaker, t.text));
+                if let Some(c) = &t.caption {
+                    out.push_str(&format!(" [shared an image: {c}]"));
+                }
+            }
+        }
+        out
+    }
+
+    /// The turns of a session, in order.
+    pub fn session_turns(&self, id: &str) -> Vec<Turn> {
+        let Some(&n) = self.session_index.get(id) else { return Vec::new() };
+        self.session_turns[n as usize].iter().filter_map(|t| self.turns.get(t)).cloned().collect()
+    }
+
+    /// Sessions, oldest first.
+    pub fn sessions(&self) -> Vec<Session> {
+        let mut s = self.sessions.clone();
+        s.sort_by(|a, b| a.first_time.total_cmp(&b.first_time));
+        s
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            sessions: self.sessions.len(),
+            turns: self.turns.len(),
+            units: self.units.len(),
+            vectors: self.vectors.len(),
+            dim: DIM,
+            model: MODEL_ID.into(),
+            device: self.device(),
+            unit_mode: self.config.unit_mode,
+        }
+    }
+
+    /// Erases everything this memory holds, in storage and in RAM.
+    pub async fn forget_all(&mut self) -> Result<()> {
+        self.store.clear().await?;
+        self.meta.next_turn = 1;
+        self.meta.next_unit = 1;
+        self.sessions.clear();
+        self.session_index.clear();
+        self.session_turns.clear();
+        self.turns.clear();
+        self.units.clear();
+        self.vectors = VectorIndex::new(DIM);
+        Ok(())
+    }
+
+    /// Gives the store back (e.g. to reopen over it).
+    pub fn into_store(self) -> S {
+        self.store
+    }
+}

@@ -1,0 +1,94 @@
+//! Store: where a memory persists. A small async trait with an IndexedDB implementation in the browser and an
+//! in-memory one for native tests and the CLI. Every write is one batch, applied atomically (one transaction).
+
+#[cfg(target_arch = "wasm32")]
+pub mod idb;
+pub mod mem;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use mem::MemStore;
+
+use crate::error::Result;
+use crate::types::{Session, Turn, Unit, UnitMode};
+
+/// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What a database was built with, and its id counters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub schema: u32,
+    pub model: String,
+    pub dim: u32,
+    pub unit_mode: UnitMode,
+    pub next_turn: u64,
+    pub next_unit: u32,
+}
+
+/// A unit with its vectors: `windows` rows of `dim` floats back to back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredUnit {
+    pub unit: Unit,
+    pub vectors: Vec<f32>,
+}
+
+/// Everything a memory holds, as loaded at open.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub meta: Option<Meta>,
+    pub sessions: Vec<Session>,
+    pub turns: Vec<Turn>,
+    pub units: Vec<StoredUnit>,
+}
+
+/// One atomic write.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteBatch {
+    pub meta: Option<Meta>,
+    pub sessions: Vec<Session>,
+    pub turns: Vec<Turn>,
+    pub units: Vec<StoredUnit>,
+    pub delete_units: Vec<u32>,
+}
+
+/// Persistence for one memory.
+#[async_trait(?Send)]
+pub trait Store {
+    /// Reads everything (vectors in bulk).
+    async fn load(&self) -> Result<Snapshot>;
+    /// Applies the batch atomically: all of it or none of it.
+    async fn write(&self, batch: WriteBatch) -> Result<()>;
+    /// Erases everything of this memory.
+    async fn clear(&self) -> Result<()>;
+    /// Approximate bytes used, when the backend can tell.
+    async fn bytes_used(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Packs f32 vectors as little-endian bytes: binary in storage, never JSON arrays.
+pub fn pack_f32(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Inverse of [`pack_f32`]; trailing bytes that do not make a whole float are an error.
+pub fn unpack_f32(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_round_trips() {
+        let v = [0.5f32, -1.25, 3.0e-7];
+        assert_eq!(unpack_f32(&pack_f32(&v)).unwrap(), v);
+        assert!(unpack_f32(&[1, 2, 3]).is_none());
+    }
+}

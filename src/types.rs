@@ -1,0 +1,257 @@
+//! The data model: what the caller gives (messages) and what loci keeps (turns, sessions, units).
+//! Validation lives here so that a bad message is refused before anything is written.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Milliseconds since the Unix epoch (UTC). f64 because that is what JavaScript dates are, and it is exact to 2^53.
+pub type TimeMs = f64;
+
+/// A message as the caller hands it to `addMessages`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MessageInput {
+    /// `"user"`, `"assistant"`, … Either this or `speaker` is required.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// A speaker's name, for multi-party conversations.
+    #[serde(default)]
+    pub speaker: Option<String>,
+    /// The utterance.
+    pub content: String,
+    /// Event time: ISO-8601 / RFC 3339 string, `YYYY-MM-DD`, or epoch milliseconds. Defaults to now.
+    #[serde(default)]
+    pub time: Option<TimeInput>,
+    /// A description of an image shared with the message.
+    #[serde(default)]
+    pub caption: Option<String>,
+}
+
+/// A time as JavaScript may give it.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum TimeInput {
+    /// Epoch milliseconds (`Date.now()`, `date.getTime()`).
+    Millis(f64),
+    /// ISO-8601 text.
+    Text(String),
+}
+
+/// One stored utterance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Turn {
+    pub id: u64,
+    pub session: String,
+    /// Position within its session, from 0.
+    pub seq: u32,
+    pub speaker: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    /// When it was said (caller-supplied, default: ingest time).
+    pub time: TimeMs,
+    /// When loci stored it.
+    pub ingested: TimeMs,
+}
+
+impl Turn {
+    /// The text that is embedded and indexed: `[speaker]: text`, plus the image caption when there is one.
+    /// This is the papers' format (BENCHMARK_PROTOCOL.md), caption phrase included, so that
+    /// benchmark numbers and the product use one code path.
+    pub fn unit_text(&self) -> String {
+        let mut s = format!("[{}]: {}", self.speaker, self.text);
+        if let Some(c) = &self.caption {
+            s.push_str("\n The image Caption: ");
+            s.push_str(c);
+        }
+        s
+    }
+}
+
+/// A conversation sitting. TIR ranks sessions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub first_time: TimeMs,
+    pub last_time: TimeMs,
+    pub turn_count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// What gets embedded: by default a pair of consecutive turns of one session (the papers' setting).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Unit {
+    pub id: u32,
+    pub session: String,
+    pub turn_ids: Vec<u64>,
+}
+
+/// How turns are grouped into embedded units.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UnitMode {
+    /// Positions (0,1), (2,3), … of a session; an odd last turn stands alone until its partner arrives.
+    #[default]
+    Pair,
+    /// One turn per unit.
+    Single,
+}
+
+impl UnitMode {
+    /// Turns per unit.
+    pub fn size(self) -> usize {
+        match self {
+            UnitMode::Pair => 2,
+            UnitMode::Single => 1,
+        }
+    }
+}
+
+/// Limits applied to incoming messages.
+#[derive(Debug, Clone, Copy)]
+pub struct InputLimits {
+    /// Maximum characters of one message's content (and of its caption).
+    pub max_message_chars: usize,
+    /// Maximum messages in one `addMessages` call.
+    pub max_batch: usize,
+}
+
+impl Default for InputLimits {
+    fn default() -> Self {
+        InputLimits { max_message_chars: 32_000, max_batch: 10_000 }
+    }
+}
+
+/// A validated message: speaker resolved, time parsed, text trimmed of nothing (the user's words are kept as given).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidMessage {
+    pub speaker: String,
+    pub text: String,
+    pub caption: Option<String>,
+    pub time: Option<TimeMs>,
+}
+
+/// Checks one message; `index` names it in the error.
+pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) -> Result<ValidMessage> {
+    let at = |msg: String| Error::invalid(format!("message {index}: {msg}"));
+    let speaker = match (&m.speaker, &m.role) {
+        (Some(s), _) if !s.trim().is_empty() => s.trim().to_string(),
+        (_, Some(r)) if !r.trim().is_empty() => r.trim().to_string(),
+        _ => return Err(at("needs a non-empty `role` or `speaker`".into())),
+    };
+    if speaker.chars().count() > 200 {
+        return Err(at("`role`/`speaker` is longer than 200 characters".into()));
+    }
+    if m.content.trim().is_empty() {
+        return Err(at("`content` is empty".into()));
+    }
+    let chars = m.content.chars().count();
+    if chars > limits.max_message_chars {
+        return Err(at(format!(
+            "`content` has {chars} characters, over the limit of {} (option `maxMessageChars`)",
+            limits.max_message_chars
+        )));
+    }
+    let caption = match &m.caption {
+        Some(c) if c.chars().count() > limits.max_message_chars => {
+            return Err(at("`caption` is over the size limit".into()))
+        }
+        Some(c) if !c.trim().is_empty() => Some(c.clone()),
+        _ => None,
+    };
+    let time = match &m.time {
+        None => None,
+        Some(t) => Some(parse_time(t).map_err(|e| at(e.to_string()))?),
+    };
+    Ok(ValidMessage { speaker, text: m.content.clone(), caption, time })
+}
+
+/// Parses a caller's time into epoch milliseconds.
+pub fn parse_time(t: &TimeInput) -> Result<TimeMs> {
+    match t {
+        TimeInput::Millis(ms) if ms.is_finite() && ms.abs() < 8.64e15 => Ok(*ms),
+        TimeInput::Millis(ms) => Err(Error::invalid(format!("`time` {ms} is not a valid epoch-milliseconds value"))),
+        TimeInput::Text(s) => {
+            let s = s.trim();
+            if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
+                return Ok(dt.timestamp_millis() as f64);
+            }
+            // Naive date-times are read as UTC: the browser's zone is not the memory's business.
+            for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+                if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
+                    return Ok(dt.and_utc().timestamp_millis() as f64);
+                }
+            }
+            if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+                if let Some(dt) = d.and_hms_opt(0, 0, 0) {
+                    return Ok(dt.and_utc().timestamp_millis() as f64);
+                }
+            }
+            Err(Error::invalid(format!("`time` {s:?} is not an ISO-8601 date or date-time")))
+        }
+    }
+}
+
+/// Formats epoch milliseconds as a date header, e.g. `2023-05-08 13:56 UTC`.
+pub fn format_time(ms: TimeMs) -> String {
+    match chrono::DateTime::from_timestamp_millis(ms as i64) {
+        Some(dt) => dt.format("%Y-%m-%d %H:%M UTC").to_string(),
+        None => "unknown time".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(content: &str) -> MessageInput {
+        MessageInput { role: Some("user".into()), content: content.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn refuses_empty_and_oversized_content() {
+        let limits = InputLimits { max_message_chars: 10, max_batch: 5 };
+        assert_eq!(validate_message(&msg("  \n"), 0, &limits).unwrap_err().code(), "INVALID_INPUT");
+        let err = validate_message(&msg("12345678901"), 3, &limits).unwrap_err();
+        assert!(err.to_string().contains("message 3"), "{err}");
+        assert!(validate_message(&msg("1234567890"), 0, &limits).is_ok());
+    }
+
+    #[test]
+    fn needs_role_or_speaker() {
+        let m = MessageInput { content: "hi".into(), ..Default::default() };
+        assert!(validate_message(&m, 0, &InputLimits::default()).is_err());
+        let m = MessageInput { speaker: Some("Caroline".into()), content: "hi".into(), ..Default::default() };
+        assert_eq!(validate_message(&m, 0, &InputLimits::default()).unwrap().speaker, "Caroline");
+    }
+
+    #[test]
+    fn parses_times() {
+        let t = |s: &str| parse_time(&TimeInput::Text(s.into()));
+        assert_eq!(t("2023-05-08T13:56:00Z").unwrap(), 1_683_554_160_000.0);
+        assert_eq!(t("2023-05-08T15:56:00+02:00").unwrap(), 1_683_554_160_000.0);
+        assert_eq!(t("2023-05-08T13:56").unwrap(), 1_683_554_160_000.0);
+        assert_eq!(t("2023-05-08").unwrap(), 1_683_504_000_000.0);
+        assert!(t("yesterday").is_err());
+        assert!(t("2023-13-45").is_err());
+        assert!(parse_time(&TimeInput::Millis(f64::NAN)).is_err());
+        assert_eq!(format_time(1_683_554_160_000.0), "2023-05-08 13:56 UTC");
+    }
+
+    #[test]
+    fn unit_text_follows_the_paper_format() {
+        let turn = Turn {
+            id: 1,
+            session: "s".into(),
+            seq: 0,
+            speaker: "Mel".into(),
+            text: "Look!".into(),
+            caption: Some("a dog".into()),
+            time: 0.0,
+            ingested: 0.0,
+        };
+        assert_eq!(turn.unit_text(), "[Mel]: Look!\n The image Caption: a dog");
+    }
+}

@@ -1,0 +1,23 @@
+//! Shared set-up for native tests: the real int8 model through the onnxruntime shared library.
+#![allow(dead_code)]
+
+use loci::embed::{default_dylib_path, default_model_dir, EmbedConfig, Embedder, OnnxRuntime};
+use loci::text::WordPiece;
+
+/// The real embedder; panics with the command to run when setup has not been done.
+pub fn embedder(config: EmbedConfig) -> Embedder<OnnxRuntime> {
+    let dir = default_model_dir();
+    let model = std::fs::read(dir.join("model.onnx"))
+        .unwrap_or_else(|e| panic!("{}: {e}; run `node scripts/setup.mjs native`", dir.display()));
+    let tokenizer = std::fs::read_to_string(dir.join("tokenizer.json")).expect("tokenizer.json");
+    let dylib = default_dylib_path().expect("onnxruntime library path; run `node scripts/setup.mjs native`");
+    let runtime = OnnxRuntime::native(&model, &dylib, 1).expect("onnxruntime session");
+    Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).expect("tokenizer"), runtime, config).expect("embedder")
+}
+
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
