@@ -1,0 +1,164 @@
+//! The memory facade natively: persistence over a store, TIR recall, validation that stores nothing on bad input.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use loci::memory::{Memory, MemoryConfig, RecallOptions};
+use loci::store::{MemStore, Meta, Store, WriteBatch, SCHEMA_VERSION};
+use loci::types::{InputLimits, MessageInput, TimeInput, UnitMode};
+use pollster::block_on;
+
+fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
+    MessageInput {
+        speaker: Some(speaker.into()),
+        content: content.into(),
+        time: Some(TimeInput::Text(time.into())),
+        ..Default::default()
+    }
+}
+
+fn open(store: MemStore, config: MemoryConfig) -> Memory<MemStore, loci::embed::OnnxRuntime> {
+    block_on(Memory::open(store, common::embedder(config.embed), config)).expect("open")
+}
+
+fn hiking() -> Vec<MessageInput> {
+    vec![
+        msg("Ana", "We hiked up to the glacier lake last weekend, my legs still hurt.", "2023-05-08T13:56:00Z"),
+        msg("Ben", "Which trail did you take? The one past the old mill?", "2023-05-08T13:57:00Z"),
+        msg("Ana", "Yes, then the steep part to the ridge. Bring good boots.", "2023-05-08T13:58:00Z"),
+    ]
+}
+
+fn cooking() -> Vec<MessageInput> {
+    vec![
+        msg("Ben", "I finally baked sourdough bread with my own starter.", "2023-06-01T09:00:00Z"),
+        msg("Ana", "How long did the dough proof before baking?", "2023-06-01T09:01:00Z"),
+    ]
+}
+
+#[test]
+fn recall_finds_the_right_session_after_reopening() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    let r1 = block_on(m.add_messages(&hiking(), Some("hike"), 0.0)).unwrap();
+    assert_eq!(r1.units_embedded, 2, "three turns pair into (0,1) and (2)");
+    block_on(m.add_messages(&cooking(), Some("bread"), 0.0)).unwrap();
+    drop(m);
+
+    let mut m = open(store, MemoryConfig::default());
+    let stats = m.stats();
+    assert_eq!((stats.sessions, stats.turns, stats.units), (2, 5, 3));
+    let r = block_on(m.recall("What bread did Ben bake?", RecallOptions { k: 2, ..Default::default() })).unwrap();
+    assert_eq!(r.sessions[0].id, "bread");
+    assert!(r.sessions[0].score > r.sessions[1].score);
+    let r = block_on(m.recall("Which trail goes to the ridge?", RecallOptions { k: 1, ..Default::default() })).unwrap();
+    assert_eq!(r.sessions.len(), 1);
+    assert_eq!(r.sessions[0].id, "hike");
+    assert!(r.context.starts_with("### Session hike (2023-05-08 13:56 UTC)"), "{}", r.context);
+    assert!(r.context.contains("Ana: Yes, then the steep part"));
+}
+
+#[test]
+fn an_odd_trailing_turn_is_paired_when_its_partner_arrives() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    let turns = hiking();
+    block_on(m.add_messages(&turns[..1], Some("s"), 0.0)).unwrap();
+    assert_eq!(m.stats().units, 1);
+    block_on(m.add_messages(&turns[1..2], Some("s"), 0.0)).unwrap();
+    assert_eq!(m.stats().units, 1, "turns 0 and 1 now form one unit");
+    block_on(m.add_messages(&turns[2..], Some("s"), 0.0)).unwrap();
+    assert_eq!(m.stats().units, 2);
+    let snapshot = block_on(store.load()).unwrap();
+    let mut pairs: Vec<Vec<u64>> = snapshot.units.iter().map(|u| u.unit.turn_ids.clone()).collect();
+    pairs.sort();
+    assert_eq!(pairs, vec![vec![1, 2], vec![3]]);
+}
+
+#[test]
+fn single_turn_units_are_an_option() {
+    let config = MemoryConfig { unit_mode: UnitMode::Single, ..Default::default() };
+    let mut m = open(MemStore::new(), config);
+    block_on(m.add_messages(&hiking(), Some("s"), 0.0)).unwrap();
+    assert_eq!(m.stats().units, 3);
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_stored() {
+    let config = MemoryConfig { limits: InputLimits { max_message_chars: 100, max_batch: 10 }, ..Default::default() };
+    let store = MemStore::new();
+    let mut m = open(store.clone(), config);
+    let mut batch = hiking();
+    batch.push(msg("Ana", "", "2023-05-08T14:00:00Z"));
+    let err = block_on(m.add_messages(&batch, Some("s"), 0.0)).unwrap_err();
+    assert_eq!(err.code(), "INVALID_INPUT");
+    assert!(err.to_string().contains("message 3"), "{err}");
+    let cases = [
+        msg("Ana", &"x".repeat(101), "2023-05-08T14:00:00Z"),
+        msg("Ana", "hello", "last tuesday"),
+        msg(" ", "hello", "2023-05-08T14:00:00Z"),
+    ];
+    for bad in cases {
+        let err = block_on(m.add_messages(&[bad.clone()], Some("s"), 0.0)).unwrap_err();
+        assert_eq!(err.code(), "INVALID_INPUT", "{bad:?}");
+    }
+    assert_eq!(block_on(m.add_messages(&[], None, 0.0)).unwrap_err().code(), "INVALID_INPUT");
+    assert_eq!(block_on(m.add_messages(&hiking(), Some(""), 0.0)).unwrap_err().code(), "INVALID_INPUT");
+    assert_eq!(m.stats().turns, 0);
+    assert_eq!(block_on(store.load()).unwrap(), Default::default());
+    assert_eq!(block_on(m.recall("  ", RecallOptions::default())).unwrap_err().code(), "INVALID_INPUT");
+}
+
+#[test]
+fn a_failed_write_leaves_memory_and_store_unchanged() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    block_on(m.add_messages(&hiking(), Some("hike"), 0.0)).unwrap();
+    let before = block_on(store.load()).unwrap();
+    store.set_fail_writes(true);
+    let err = block_on(m.add_messages(&cooking(), Some("bread"), 0.0)).unwrap_err();
+    assert_eq!(err.code(), "QUOTA_EXCEEDED");
+    assert_eq!(m.stats().turns, 3);
+    assert_eq!(block_on(store.load()).unwrap(), before);
+    store.set_fail_writes(false);
+    block_on(m.add_messages(&cooking(), Some("bread"), 0.0)).unwrap();
+    assert_eq!(m.stats().turns, 5);
+}
+
+#[test]
+fn a_long_message_is_stored_whole_and_embedded_in_windows() {
+    let mut m = open(MemStore::new(), MemoryConfig::default());
+    let long = "My grandmother's recipe for plum dumplings needs ripe plums and quark. ".repeat(60);
+    let report = block_on(m.add_messages(&[msg("Ana", &long, "2023-05-08T14:00:00Z")], Some("s"), 0.0)).unwrap();
+    assert_eq!(report.units_embedded, 1);
+    let stats = m.stats();
+    assert!(stats.vectors >= 3, "{} window vectors for one long unit", stats.vectors);
+    assert_eq!(m.session_turns("s")[0].text, long);
+}
+
+#[test]
+fn a_database_of_another_model_is_refused() {
+    let store = MemStore::new();
+    let foreign = Meta {
+        schema: SCHEMA_VERSION,
+        model: "some/other-model".into(),
+        dim: 768,
+        unit_mode: UnitMode::Pair,
+        next_turn: 1,
+        next_unit: 1,
+    };
+    block_on(store.write(WriteBatch { meta: Some(foreign), ..Default::default() })).unwrap();
+    let config = MemoryConfig::default();
+    let err = block_on(Memory::open(store, common::embedder(config.embed), config)).err().expect("refused");
+    assert_eq!(err.code(), "MODEL_MISMATCH");
+}
+
+#[test]
+fn messages_without_a_session_continue_the_latest_one_until_a_gap() {
+    let mut m = open(MemStore::new(), MemoryConfig::default());
+    let a = block_on(m.add_messages(&hiking()[..2], None, 0.0)).unwrap();
+    let b = block_on(m.add_messages(&hiking()[2..], None, 0.0)).unwrap();
+    assert_eq!(a.session, b.session, "one minute later: same sitting");
+    let c = block_on(m.add_messages(&cooking(), None, 0.0)).unwrap();
+    assert_ne!(c.session, a.session, "weeks later: a new session");
+}
