@@ -4,11 +4,15 @@
 
 pub mod embed;
 pub mod error;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod eval;
 pub mod index;
 pub mod memory;
 pub mod recall;
 pub mod store;
 pub mod text;
 pub mod types;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::{Error, Result};

@@ -1,0 +1,437 @@
+//! Web bindings: the JavaScript API (`Memory.open`, `addMessages`, `recall`, `stats`, `close`). A thin layer:
+//! it parses JS values into typed Rust (a wrong type is a typed error, never a panic), fetches assets, and hands
+//! everything to [`crate::memory::Memory`]. Errors reach JS as `Error`s with a stable `code`.
+
+use std::rc::Rc;
+
+use futures::lock::Mutex;
+use js_sys::{Function, Promise, Reflect};
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+
+use crate::embed::{self, Device, EmbedConfig, Embedder, OnnxRuntime, OrtDist, WebBuild};
+use crate::error::Error;
+use crate::memory::{self, MemoryConfig, RecallOptions};
+use crate::store::idb::IdbStore;
+use crate::text::WordPiece;
+use crate::types::{InputLimits, MessageInput, UnitMode};
+
+type Core = memory::Memory<IdbStore, OnnxRuntime>;
+
+/// Converts a loci error into a JS `Error` with `name = "LociError"` and a stable `code`.
+pub fn js_error(e: Error) -> JsValue {
+    let err = js_sys::Error::new(&e.to_string());
+    err.set_name("LociError");
+    let _ = Reflect::set(&err, &"code".into(), &e.code().into());
+    err.into()
+}
+
+fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| js_error(Error::invalid(format!("encoding a result: {e}"))))
+}
+
+fn from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T, Error> {
+    serde_wasm_bindgen::from_value(v).map_err(|e| Error::invalid(format!("{what}: {e}")))
+}
+
+/// Options of `Memory.open`.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct OpenOptions {
+    name: String,
+    #[serde(default)]
+    embedder: EmbedderOptions,
+    #[serde(default)]
+    unit_mode: Option<UnitMode>,
+    #[serde(default)]
+    max_message_chars: Option<usize>,
+    #[serde(default)]
+    session_gap_minutes: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EmbedderOptions {
+    model_url: Option<String>,
+    tokenizer_url: Option<String>,
+    /// Base URL of onnxruntime-web's `dist/` files.
+    ort_url: Option<String>,
+    /// `"mjs"` (default) or `"js"`, for servers that send `.mjs` with a wrong MIME type.
+    ort_wrapper_ext: Option<String>,
+    device: Option<DeviceChoice>,
+    max_tokens: Option<usize>,
+    batch_size: Option<usize>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[serde(rename_all = "lowercase")]
+enum DeviceChoice {
+    #[default]
+    Auto,
+    Wasm,
+    Webgpu,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AddOptions {
+    session: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct JsRecallOptions {
+    k: Option<usize>,
+    units_per_session: Option<usize>,
+    order: Option<String>,
+}
+
+fn absolute_url(url: &str) -> Result<String, Error> {
+    let base = web_sys::window()
+        .and_then(|w| w.location().href().ok())
+        .ok_or_else(|| Error::Asset("no page location to resolve asset URLs against".into()))?;
+    web_sys::Url::new_with_base(url, &base)
+        .map(|u| u.href())
+        .map_err(|_| Error::invalid(format!("{url:?} is not a valid URL")))
+}
+
+async fn fetch_bytes(url: &str) -> Result<Vec<u8>, Error> {
+    let window = web_sys::window().ok_or_else(|| Error::Asset("no window".into()))?;
+    let resp = JsFuture::from(window.fetch_with_str(url))
+        .await
+        .map_err(|e| Error::Asset(format!("fetching {url}: {e:?}")))?;
+    let resp: web_sys::Response = resp.dyn_into().map_err(|_| Error::Asset(format!("fetching {url}")))?;
+    if !resp.ok() {
+        return Err(Error::Asset(format!("fetching {url}: HTTP {}", resp.status())));
+    }
+    let buf = JsFuture::from(resp.array_buffer().map_err(|e| Error::Asset(format!("{url}: {e:?}")))?)
+        .await
+        .map_err(|e| Error::Asset(format!("reading {url}: {e:?}")))?;
+    Ok(js_sys::Uint8Array::new(&buf).to_vec())
+}
+
+fn progress(callback: &Option<Function>, phase: &str, detail: Option<&str>) {
+    if let Some(f) = callback {
+        let event = js_sys::Object::new();
+        let _ = Reflect::set(&event, &"phase".into(), &phase.into());
+        if let Some(d) = detail {
+            let _ = Reflect::set(&event, &"detail".into(), &d.into());
+        }
+        // A throwing progress callback is the app's bug, not a reason to fail the open.
+        let _ = f.call1(&JsValue::NULL, &event);
+    }
+}
+
+/// Whether a WebGPU adapter exists that is not a software fallback.
+async fn hardware_webgpu_adapter() -> bool {
+    let Some(window) = web_sys::window() else { return false };
+    let Ok(gpu) = Reflect::get(&window.navigator(), &"gpu".into()) else { return false };
+    if gpu.is_undefined() || gpu.is_null() {
+        return false;
+    }
+    let Ok(request) = Reflect::get(&gpu, &"requestAdapter".into()).and_then(|f| f.dyn_into::<Function>()) else {
+        return false;
+    };
+    let Ok(promise) = request.call0(&gpu).and_then(|p| p.dyn_into::<Promise>()) else { return false };
+    let Ok(adapter) = JsFuture::from(promise).await else { return false };
+    if adapter.is_null() || adapter.is_undefined() {
+        return false;
+    }
+    // Software adapters (SwiftShader) are correct but far slower than WASM: never pick them automatically.
+    let fallback = Reflect::get(&adapter, &"isFallbackAdapter".into()).ok().and_then(|v| v.as_bool()).unwrap_or(false);
+    let info_fallback = Reflect::get(&adapter, &"info".into())
+        .ok()
+        .and_then(|i| Reflect::get(&i, &"isFallbackAdapter".into()).ok())
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    !(fallback || info_fallback)
+}
+
+/// Chooses and creates the runtime. `auto` takes WebGPU only with a hardware adapter and when a parity self-test
+/// against the WASM provider passes (int8 models are wrong or slow on some WebGPU stacks); else WASM.
+async fn create_runtime(
+    dist: &OrtDist,
+    model: &[u8],
+    choice: DeviceChoice,
+    probe: &embed::Batch,
+) -> Result<(OnnxRuntime, String), Error> {
+    match choice {
+        DeviceChoice::Wasm => {
+            let (_, env) = embed::web_environment(dist, WebBuild::Wasm).await?;
+            Ok((OnnxRuntime::web(&env, model, Device::Wasm).await?, "requested".into()))
+        }
+        DeviceChoice::Webgpu => {
+            let (_, env) = embed::web_environment(dist, WebBuild::Webgpu).await?;
+            Ok((OnnxRuntime::web(&env, model, Device::Webgpu).await?, "requested".into()))
+        }
+        DeviceChoice::Auto => {
+            if !hardware_webgpu_adapter().await {
+                let (_, env) = embed::web_environment(dist, WebBuild::Wasm).await?;
+                return Ok((OnnxRuntime::web(&env, model, Device::Wasm).await?, "no hardware WebGPU adapter".into()));
+            }
+            let (build, env) = embed::web_environment(dist, WebBuild::Webgpu).await?;
+            let mut wasm = OnnxRuntime::web(&env, model, Device::Wasm).await?;
+            if build != WebBuild::Webgpu {
+                return Ok((wasm, "onnxruntime-web was loaded without WebGPU".into()));
+            }
+            let mut gpu = match OnnxRuntime::web(&env, model, Device::Webgpu).await {
+                Ok(g) => g,
+                Err(e) => return Ok((wasm, format!("WebGPU session failed: {e}"))),
+            };
+            use embed::Runtime;
+            let a = wasm.last_hidden_state(probe).await?;
+            let b = match gpu.last_hidden_state(probe).await {
+                Ok(b) => b,
+                Err(e) => return Ok((wasm, format!("WebGPU inference failed: {e}"))),
+            };
+            let va = embed::mean_pool_normalize(&a, &probe.attention_mask, probe.rows, probe.seq, embed::DIM)?;
+            let vb = embed::mean_pool_normalize(&b, &probe.attention_mask, probe.rows, probe.seq, embed::DIM)?;
+            let worst = va
+                .iter()
+                .zip(&vb)
+                .map(|(x, y)| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>())
+                .fold(1.0f32, f32::min);
+            if worst >= 0.999 {
+                Ok((gpu, format!("WebGPU parity self-test passed (cosine {worst:.5})")))
+            } else {
+                Ok((wasm, format!("WebGPU parity self-test failed (cosine {worst:.5})")))
+            }
+        }
+    }
+}
+
+/// A long-term memory stored in this browser.
+#[wasm_bindgen]
+pub struct Memory {
+    inner: Rc<Mutex<Option<Core>>>,
+    name: String,
+    device_reason: String,
+}
+
+async fn open_inner(options: JsValue) -> Result<Memory, Error> {
+    if !options.is_object() {
+        return Err(Error::invalid("Memory.open needs an options object: { name, embedder?, … }"));
+    }
+    let on_progress = Reflect::get(&options, &"onProgress".into())
+        .ok()
+        .filter(|v| !v.is_undefined() && !v.is_null())
+        .map(|v| v.dyn_into::<Function>().map_err(|_| Error::invalid("`onProgress` must be a function")))
+        .transpose()?;
+    // `onProgress` is a function, not data: read above, removed from a copy before the typed parse.
+    let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
+    let _ = Reflect::delete_property(&data, &"onProgress".into());
+    let opts: OpenOptions = from_js(data.into(), "Memory.open options")?;
+    if opts.name.trim().is_empty() || opts.name.len() > 200 {
+        return Err(Error::invalid("`name` must be a non-empty string of at most 200 characters"));
+    }
+    let e = &opts.embedder;
+    let mut embed_config = EmbedConfig::default();
+    if let Some(t) = e.max_tokens {
+        embed_config.max_tokens = t;
+    }
+    if let Some(b) = e.batch_size {
+        embed_config.batch_size = b;
+    }
+    let mut config = MemoryConfig { embed: embed_config, ..Default::default() };
+    if let Some(m) = opts.unit_mode {
+        config.unit_mode = m;
+    }
+    if let Some(c) = opts.max_message_chars {
+        if c == 0 {
+            return Err(Error::invalid("`maxMessageChars` must be positive"));
+        }
+        config.limits = InputLimits { max_message_chars: c, ..config.limits };
+    }
+    if let Some(g) = opts.session_gap_minutes {
+        if !(g.is_finite() && g >= 0.0) {
+            return Err(Error::invalid("`sessionGapMinutes` must be a non-negative number"));
+        }
+        config.session_gap_ms = g * 60_000.0;
+    }
+    let model_url = absolute_url(e.model_url.as_deref().unwrap_or("assets/model/model.onnx"))?;
+    let tokenizer_url = absolute_url(e.tokenizer_url.as_deref().unwrap_or("assets/model/tokenizer.json"))?;
+    let mut ort_url = absolute_url(e.ort_url.as_deref().unwrap_or("assets/ort/"))?;
+    if !ort_url.ends_with('/') {
+        ort_url.push('/');
+    }
+    let wrapper_ext = e.ort_wrapper_ext.clone().unwrap_or_else(|| "mjs".into());
+    if wrapper_ext != "mjs" && wrapper_ext != "js" {
+        return Err(Error::invalid("`ortWrapperExt` must be \"mjs\" or \"js\""));
+    }
+    let dist = OrtDist { base_url: ort_url, wrapper_ext };
+
+    progress(&on_progress, "tokenizer", Some(&tokenizer_url));
+    let tokenizer_bytes = fetch_bytes(&tokenizer_url).await?;
+    let tokenizer_json =
+        String::from_utf8(tokenizer_bytes).map_err(|_| Error::Asset("tokenizer.json is not UTF-8".into()))?;
+    let tokenizer = WordPiece::from_tokenizer_json(&tokenizer_json)?;
+    progress(&on_progress, "model", Some(&model_url));
+    let model = fetch_bytes(&model_url).await?;
+    progress(&on_progress, "runtime", None);
+    let probe_ids: Vec<Vec<u32>> = ["The quick brown fox jumps over the lazy dog.", "Where did we go hiking in May?"]
+        .iter()
+        .map(|t| {
+            let mut ids = vec![tokenizer.cls_id()];
+            ids.extend(tokenizer.encode(t));
+            ids.push(tokenizer.sep_id());
+            ids
+        })
+        .collect();
+    let probe = embed::pad_batch(probe_ids.iter().map(Vec::as_slice), tokenizer.pad_id());
+    let (runtime, device_reason) = create_runtime(&dist, &model, e.device.unwrap_or_default(), &probe).await?;
+    drop(model);
+    let embedder = Embedder::new(tokenizer, runtime, config.embed)?;
+    progress(&on_progress, "storage", None);
+    let store = IdbStore::open(&opts.name).await?;
+    let core = memory::Memory::open(store, embedder, config).await?;
+    progress(&on_progress, "ready", Some(core.device().as_str()));
+    Ok(Memory { inner: Rc::new(Mutex::new(Some(core))), name: opts.name, device_reason })
+}
+
+fn spawn<F>(fut: F) -> Promise
+where
+    F: std::future::Future<Output = Result<JsValue, Error>> + 'static,
+{
+    future_to_promise(async move { fut.await.map_err(js_error) })
+}
+
+#[wasm_bindgen]
+impl Memory {
+    /// Opens (or creates) the memory `options.name`: loads the tokenizer and model, chooses the device, and reads
+    /// the stored memory from IndexedDB.
+    #[wasm_bindgen(js_name = open, unchecked_return_type = "Promise<Memory>")]
+    pub fn open(options: JsValue) -> Promise {
+        future_to_promise(async move { open_inner(options).await.map(JsValue::from).map_err(js_error) })
+    }
+
+    /// Deletes the IndexedDB database of memory `name` (close it first).
+    #[wasm_bindgen(js_name = deleteDatabase, unchecked_return_type = "Promise<void>")]
+    pub fn delete_database(name: String) -> Promise {
+        spawn(async move { IdbStore::delete(&name).await.map(|_| JsValue::UNDEFINED) })
+    }
+
+    /// The memory's name.
+    #[wasm_bindgen(getter)]
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// Why this device was chosen (e.g. "no hardware WebGPU adapter").
+    #[wasm_bindgen(getter, js_name = deviceReason)]
+    pub fn device_reason(&self) -> String {
+        self.device_reason.clone()
+    }
+
+    /// Stores messages as turns of one session and embeds them: `messages` is an array of
+    /// `{ role | speaker, content, time?, caption? }`; `options.session` names the session.
+    #[wasm_bindgen(js_name = addMessages, unchecked_return_type = "Promise<AddReport>")]
+    pub fn add_messages(&self, messages: JsValue, options: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            if !js_sys::Array::is_array(&messages) {
+                return Err(Error::invalid("`messages` must be an array of { role | speaker, content, time?, caption? }"));
+            }
+            let messages: Vec<MessageInput> = from_js(messages, "messages")?;
+            let opts: AddOptions = if options.is_undefined() || options.is_null() {
+                AddOptions::default()
+            } else {
+                from_js(options, "addMessages options")?
+            };
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let report = core.add_messages(&messages, opts.session.as_deref(), js_sys::Date::now()).await?;
+            to_js(&report).map_err(|_| Error::invalid("encoding the report"))
+        })
+    }
+
+    /// Ranks past sessions for `query` with Turn Isolation Retrieval and returns the top `k` with their evidence
+    /// and a rendered context.
+    #[wasm_bindgen(unchecked_return_type = "Promise<RecallResult>")]
+    pub fn recall(&self, query: JsValue, options: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let query = query.as_string().ok_or_else(|| Error::invalid("the query must be a string"))?;
+            let opts: JsRecallOptions = if options.is_undefined() || options.is_null() {
+                JsRecallOptions::default()
+            } else {
+                from_js(options, "recall options")?
+            };
+            let mut ro = RecallOptions::default();
+            if let Some(k) = opts.k {
+                ro.k = k;
+            }
+            if let Some(u) = opts.units_per_session {
+                ro.units_per_session = u.max(1);
+            }
+            ro.chronological = match opts.order.as_deref() {
+                None | Some("chronological") => true,
+                Some("rank") => false,
+                Some(o) => return Err(Error::invalid(format!("`order` must be \"chronological\" or \"rank\", not {o:?}"))),
+            };
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let result = core.recall(&query, ro).await?;
+            to_js(&result).map_err(|_| Error::invalid("encoding the result"))
+        })
+    }
+
+    /// Counts and configuration: sessions, turns, units, vectors, model, device.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Stats>")]
+    pub fn stats(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            to_js(&core.stats()).map_err(|_| Error::invalid("encoding stats"))
+        })
+    }
+
+    /// All sessions, oldest first.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Session[]>")]
+    pub fn sessions(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            to_js(&core.sessions()).map_err(|_| Error::invalid("encoding sessions"))
+        })
+    }
+
+    /// The turns of one session, in order.
+    #[wasm_bindgen(js_name = sessionTurns, unchecked_return_type = "Promise<Turn[]>")]
+    pub fn session_turns(&self, session: String) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            to_js(&core.session_turns(&session)).map_err(|_| Error::invalid("encoding turns"))
+        })
+    }
+
+    /// Erases everything this memory holds.
+    #[wasm_bindgen(js_name = forgetAll, unchecked_return_type = "Promise<void>")]
+    pub fn forget_all(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            core.forget_all().await.map(|_| JsValue::UNDEFINED)
+        })
+    }
+
+    /// Closes the memory after pending calls finish; later calls fail with code `CLOSED`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn close(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let mut guard = inner.lock().await;
+            if let Some(core) = guard.take() {
+                core.into_store().close();
+            }
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}
