@@ -8,9 +8,9 @@ use crate::error::{Error, Result};
 /// Milliseconds since the Unix epoch (UTC). f64 because that is what JavaScript dates are, and it is exact to 2^53.
 pub type TimeMs = f64;
 
-/// A message as the caller hands it to `addMessages`.
+/// A message as the caller hands it to `addMessages`. Other fields are ignored, so OpenAI-style message objects
+/// (with `name`, `tool_calls`, …) can be passed as they are.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct MessageInput {
     /// `"user"`, `"assistant"`, … Either this or `speaker` is required.
     #[serde(default)]

@@ -37,6 +37,25 @@ fn from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T, 
     serde_wasm_bindgen::from_value(v).map_err(|e| Error::invalid(format!("{what}: {e}")))
 }
 
+/// Refuses option names loci does not know, so a typo (`modelURL`) is an error rather than a silently ignored
+/// setting. (serde-wasm-bindgen reads only the fields it expects, so `deny_unknown_fields` cannot catch these.)
+fn check_keys(v: &JsValue, allowed: &[&str], what: &str) -> Result<(), Error> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(());
+    }
+    if !v.is_object() || js_sys::Array::is_array(v) {
+        return Err(Error::invalid(format!("{what} must be an object")));
+    }
+    let object: &js_sys::Object = v.unchecked_ref();
+    for key in js_sys::Object::keys(object).iter() {
+        let key = key.as_string().unwrap_or_default();
+        if !allowed.contains(&key.as_str()) {
+            return Err(Error::invalid(format!("{what}: unknown option {key:?} (known: {})", allowed.join(", "))));
+        }
+    }
+    Ok(())
+}
+
 /// Options of `Memory.open`.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -221,6 +240,13 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
         .map(|v| v.dyn_into::<Function>().map_err(|_| Error::invalid("`onProgress` must be a function")))
         .transpose()?;
     // `onProgress` is a function, not data: read above, removed from a copy before the typed parse.
+    check_keys(&options, &["name", "embedder", "unitMode", "maxMessageChars", "sessionGapMinutes", "onProgress"], "Memory.open options")?;
+    let embedder = Reflect::get(&options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
+    check_keys(
+        &embedder,
+        &["modelUrl", "tokenizerUrl", "ortUrl", "ortWrapperExt", "device", "maxTokens", "batchSize"],
+        "embedder options",
+    )?;
     let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
     let _ = Reflect::delete_property(&data, &"onProgress".into());
     let opts: OpenOptions = from_js(data.into(), "Memory.open options")?;
@@ -335,6 +361,7 @@ impl Memory {
                 return Err(Error::invalid("`messages` must be an array of { role | speaker, content, time?, caption? }"));
             }
             let messages: Vec<MessageInput> = from_js(messages, "messages")?;
+            check_keys(&options, &["session"], "addMessages options")?;
             let opts: AddOptions = if options.is_undefined() || options.is_null() {
                 AddOptions::default()
             } else {
@@ -354,6 +381,7 @@ impl Memory {
         let inner = self.inner.clone();
         spawn(async move {
             let query = query.as_string().ok_or_else(|| Error::invalid("the query must be a string"))?;
+            check_keys(&options, &["k", "unitsPerSession", "order"], "recall options")?;
             let opts: JsRecallOptions = if options.is_undefined() || options.is_null() {
                 JsRecallOptions::default()
             } else {

@@ -35,6 +35,10 @@ fn native_vectors_match_python_onnxruntime() {
         let cos = common::cosine(&w.vector, &item.vector);
         assert!(cos >= 0.9999, "cosine {cos} for {:?}", item.text);
     }
+    // The browser test compares its vectors with these (native vs browser, not only each vs Python).
+    let vectors: Vec<&Vec<f32>> = got.iter().map(|w| &w.vector).collect();
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("loci-native-vectors.json");
+    std::fs::write(out, serde_json::to_string(&vectors).unwrap()).expect("write native vectors");
 }
 
 #[test]

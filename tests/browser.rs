@@ -1,0 +1,231 @@
+//! Headless Chromium: IndexedDB, the in-page embedder and recall through the JS API (WASM device).
+#![cfg(target_arch = "wasm32")]
+
+mod browser_common;
+
+use browser_common::*;
+use loci::store::idb::IdbStore;
+use loci::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
+use loci::types::{Session, Turn, Unit, UnitMode};
+use wasm_bindgen::JsCast;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const HIKE: &str = r#"[
+  {"speaker": "Ana", "content": "We hiked up to the glacier lake last weekend, my legs still hurt.", "time": "2023-05-08T13:56:00Z"},
+  {"speaker": "Ben", "content": "Which trail did you take? The one past the old mill?", "time": "2023-05-08T13:57:00Z"},
+  {"speaker": "Ana", "content": "Yes, then the steep part to the ridge. Bring good boots.", "time": "2023-05-08T13:58:00Z"}
+]"#;
+const BREAD: &str = r#"[
+  {"role": "user", "content": "I finally baked sourdough bread with my own starter.", "time": "2023-06-01T09:00:00Z"},
+  {"role": "assistant", "content": "Congratulations! How long did the dough proof?", "time": "2023-06-01T09:01:00Z"}
+]"#;
+
+#[wasm_bindgen_test]
+async fn indexeddb_round_trip() {
+    delete("t-idb").await;
+    let store = IdbStore::open("t-idb").await.expect("open");
+    let meta = Meta {
+        schema: SCHEMA_VERSION,
+        model: "m".into(),
+        dim: 2,
+        unit_mode: UnitMode::Pair,
+        next_turn: 3,
+        next_unit: 2,
+    };
+    let turn = |id: u64, text: &str| Turn {
+        id,
+        session: "s1".into(),
+        seq: id as u32 - 1,
+        speaker: "Ana".into(),
+        text: text.into(),
+        caption: (id == 2).then(|| "a cat".to_string()),
+        time: 1.0e12,
+        ingested: 1.0e12,
+    };
+    let batch = WriteBatch {
+        meta: Some(meta.clone()),
+        sessions: vec![Session { id: "s1".into(), first_time: 1.0e12, last_time: 1.0e12, turn_count: 2, title: None }],
+        turns: vec![turn(1, "hello"), turn(2, "naïve 東京 🍣")],
+        units: vec![StoredUnit { unit: Unit { id: 1, session: "s1".into(), turn_ids: vec![1, 2] }, vectors: vec![0.6, 0.8, -1.0, 0.0] }],
+        delete_units: vec![],
+    };
+    store.write(batch.clone()).await.expect("write");
+    let loaded = store.load().await.expect("load");
+    assert_eq!(loaded.meta, Some(meta));
+    assert_eq!(loaded.sessions, batch.sessions);
+    assert_eq!(loaded.turns, batch.turns);
+    assert_eq!(loaded.units, batch.units);
+    store.write(WriteBatch { delete_units: vec![1], ..Default::default() }).await.expect("delete");
+    assert!(store.load().await.unwrap().units.is_empty());
+    store.clear().await.expect("clear");
+    assert_eq!(store.load().await.unwrap(), Default::default());
+    store.close();
+}
+
+#[wasm_bindgen_test]
+async fn memories_persist_across_close_and_reopen() {
+    delete("t-persist").await;
+    let m = open("t-persist").await;
+    assert_eq!(m.device_reason(), "requested");
+    let r = wait(m.add_messages(js(HIKE), js(r#"{"session": "hike"}"#))).await.expect("add hike");
+    assert_eq!(num(&r, "unitsEmbedded"), 2.0);
+    wait(m.add_messages(js(BREAD), js(r#"{"session": "bread"}"#))).await.expect("add bread");
+    wait(m.close()).await.unwrap();
+    let closed = wait(m.stats()).await.unwrap_err();
+    assert_eq!(code(&closed), "CLOSED");
+
+    let m = open("t-persist").await;
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!((num(&stats, "sessions"), num(&stats, "turns"), num(&stats, "units")), (2.0, 5.0, 3.0));
+    assert_eq!(string(&stats, "device"), "wasm");
+    let r = wait(m.recall("What bread did they bake?".into(), js(r#"{"k": 2}"#))).await.expect("recall");
+    assert_eq!(string(&r, "sessions.0.id"), "bread");
+    assert!(num(&r, "sessions.0.score") > num(&r, "sessions.1.score"));
+    let r = wait(m.recall("Which trail goes to the ridge?".into(), js(r#"{"k": 1}"#))).await.unwrap();
+    assert_eq!(len(&r, "sessions"), 1);
+    assert_eq!(string(&r, "sessions.0.id"), "hike");
+    assert!(string(&r, "context").starts_with("### Session hike (2023-05-08 13:56 UTC)"));
+    assert_eq!(string(&r, "device"), "wasm");
+    wait(m.close()).await.unwrap();
+}
+
+#[derive(serde::Deserialize)]
+struct Item {
+    text: String,
+    vector: Vec<f32>,
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    items: Vec<Item>,
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt())
+}
+
+/// Browser vectors equal the Python onnxruntime reference and the native embedder's vectors (which the native
+/// test `native_vectors_match_python_onnxruntime` writes to target/loci-native-vectors.json before this runs).
+#[wasm_bindgen_test]
+async fn browser_vectors_match_python_and_native() {
+    let reference: Reference = serde_json::from_str(include_str!("fixtures/reference_vectors.json")).unwrap();
+    let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
+    let model = fetch_bytes("/www/assets/model/model.onnx").await;
+    let dist = loci::embed::OrtDist { base_url: absolute("/www/assets/ort/"), wrapper_ext: "js".into() };
+    let (_, env) = loci::embed::web_environment(&dist, loci::embed::WebBuild::Wasm).await.unwrap();
+    let runtime = loci::embed::OnnxRuntime::web(&env, &model, loci::embed::Device::Wasm).await.unwrap();
+    let config = loci::embed::EmbedConfig { truncate: true, ..Default::default() };
+    let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
+    let mut e = loci::embed::Embedder::new(tokenizer, runtime, config).unwrap();
+    let texts: Vec<&str> = reference.items.iter().map(|i| i.text.as_str()).collect();
+    let got = e.embed(&texts).await.unwrap();
+    for (w, item) in got.iter().zip(&reference.items) {
+        let c = cosine(&w.vector, &item.vector);
+        assert!(c >= 0.9999, "browser vs Python: cosine {c} for {:?}", item.text);
+    }
+    let native = fetch_text("/target/loci-native-vectors.json")
+        .await
+        .expect("target/loci-native-vectors.json: run the native tests first (npm test does)");
+    let native: Vec<Vec<f32>> = serde_json::from_str(&native).unwrap();
+    assert_eq!(native.len(), got.len());
+    for (w, n) in got.iter().zip(&native) {
+        let c = cosine(&w.vector, n);
+        assert!(c >= 0.9999, "browser vs native: cosine {c}");
+    }
+}
+
+fn absolute(path: &str) -> String {
+    let href = web_sys::window().unwrap().location().href().unwrap();
+    web_sys::Url::new_with_base(path, &href).unwrap().href()
+}
+
+async fn fetch_bytes(url: &str) -> Vec<u8> {
+    use wasm_bindgen::JsCast;
+    let resp: web_sys::Response = wait(web_sys::window().unwrap().fetch_with_str(url)).await.unwrap().unchecked_into();
+    let buf = wait(resp.array_buffer().unwrap()).await.unwrap();
+    js_sys::Uint8Array::new(&buf).to_vec()
+}
+
+#[wasm_bindgen_test]
+async fn bad_inputs_are_typed_errors_and_store_nothing() {
+    delete("t-bad").await;
+    let m = open_with(open_options("t-bad", "wasm", r#", "maxMessageChars": 50"#)).await.unwrap();
+    let cases: &[(&str, &str)] = &[
+        (r#"[{"role": "user", "content": ""}]"#, "empty text"),
+        (r#"[{"role": "user", "content": "   "}]"#, "blank text"),
+        (r#"[{"role": "user", "content": "this message is far longer than the fifty characters allowed"}]"#, "over the limit"),
+        (r#"[{"role": "user", "content": 42}]"#, "content not a string"),
+        (r#"[{"content": "who said this?"}]"#, "no role or speaker"),
+        (r#"[{"role": "user"}]"#, "missing content"),
+        (r#"[{"role": "user", "content": "hi", "time": "last tuesday"}]"#, "invalid time"),
+        (r#"[{"role": "user", "content": "hi", "time": "2023-02-30"}]"#, "impossible date"),
+        (r#"{"role": "user", "content": "hi"}"#, "not an array"),
+        (r#"[]"#, "no messages"),
+        (r#"[{"role": "user", "content": "fine"}, {"role": "user", "content": ""}]"#, "one bad message in a batch"),
+    ];
+    for (input, why) in cases {
+        let err = wait(m.add_messages(js(input), wasm_bindgen::JsValue::UNDEFINED)).await.expect_err(why);
+        assert_eq!(code(&err), "INVALID_INPUT", "{why}: {err:?}");
+        assert!(err.is_instance_of::<js_sys::Error>(), "{why}: a real Error");
+    }
+    let err = wait(m.add_messages(js(r#"[{"role": "user", "content": "hi"}]"#), js(r#"{"session": 7}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    let err = wait(m.recall(wasm_bindgen::JsValue::from(3), wasm_bindgen::JsValue::UNDEFINED)).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    let err = wait(m.recall("ok".into(), js(r#"{"k": -1}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    let err = wait(m.recall("ok".into(), js(r#"{"topK": 3}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT", "a misspelt option is refused, not ignored");
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!((num(&stats, "turns"), num(&stats, "units")), (0.0, 0.0));
+    wait(m.close()).await.unwrap();
+
+    for bad_open in [
+        r#"{"embedder": {}}"#,
+        r#"{"name": ""}"#,
+        r#"{"name": "x", "unitMode": "triple"}"#,
+        r#""alice""#,
+        r#"{"name": "x", "embedder": {"modelURL": "m.onnx"}}"#,
+    ] {
+        let err = open_with(js(bad_open)).await.err().expect(bad_open);
+        assert_eq!(code(&err), "INVALID_INPUT", "{bad_open}");
+    }
+    let err = open_with(open_options("t-bad", "quantum", "")).await.err().unwrap();
+    assert_eq!(code(&err), "INVALID_INPUT");
+}
+
+#[wasm_bindgen_test]
+async fn a_long_message_is_stored_whole_in_several_windows() {
+    delete("t-long").await;
+    let m = open("t-long").await;
+    let long = "My grandmother's recipe for plum dumplings needs ripe plums and quark. ".repeat(60);
+    let msgs = serde_json::json!([{ "role": "user", "content": long }]).to_string();
+    wait(m.add_messages(js(&msgs), js(r#"{"session": "recipes"}"#))).await.unwrap();
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(num(&stats, "units"), 1.0);
+    assert!(num(&stats, "vectors") >= 3.0);
+    let turns = wait(m.session_turns("recipes".into())).await.unwrap();
+    assert_eq!(string(&turns, "0.text"), long);
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_database_of_another_model_is_refused() {
+    delete("t-model").await;
+    let store = IdbStore::open("t-model").await.unwrap();
+    let foreign = Meta {
+        schema: SCHEMA_VERSION,
+        model: "other/model".into(),
+        dim: 768,
+        unit_mode: UnitMode::Pair,
+        next_turn: 1,
+        next_unit: 1,
+    };
+    store.write(WriteBatch { meta: Some(foreign), ..Default::default() }).await.unwrap();
+    store.close();
+    let err = open_with(open_options("t-model", "wasm", "")).await.err().expect("refused");
+    assert_eq!(code(&err), "MODEL_MISMATCH");
+}
