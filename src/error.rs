@@ -36,6 +36,24 @@ pub enum Error {
     /// The requested item does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// The LLM endpoint could not be reached or kept failing (network errors, 5xx) after the retries.
+    #[error("LLM unavailable: {0}")]
+    LlmUnavailable(String),
+    /// The LLM endpoint kept answering 429 after the retries.
+    #[error("LLM rate limited: {0}")]
+    LlmRateLimited(String),
+    /// The LLM endpoint refused the request (401, 403, 404, 400…); retrying would not help.
+    #[error("LLM request rejected: {0}")]
+    LlmRejected(String),
+    /// The LLM answered, but not with something usable (malformed response, or invalid JSON after one retry).
+    #[error("LLM bad reply: {0}")]
+    LlmBadReply(String),
+    /// The caller aborted the operation.
+    #[error("aborted")]
+    Aborted,
+    /// The operation took longer than its time limit.
+    #[error("timed out: {0}")]
+    Timeout(String),
 }
 
 impl Error {
@@ -52,6 +70,12 @@ impl Error {
             Error::BlockedByOtherTab(_) => "BLOCKED_BY_OTHER_TAB",
             Error::Closed => "CLOSED",
             Error::NotFound(_) => "NOT_FOUND",
+            Error::LlmUnavailable(_) => "LLM_UNAVAILABLE",
+            Error::LlmRateLimited(_) => "LLM_RATE_LIMITED",
+            Error::LlmRejected(_) => "LLM_REJECTED",
+            Error::LlmBadReply(_) => "LLM_BAD_REPLY",
+            Error::Aborted => "ABORTED",
+            Error::Timeout(_) => "TIMEOUT",
         }
     }
 

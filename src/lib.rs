@@ -7,6 +7,7 @@ pub mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod eval;
 pub mod index;
+pub mod llm;
 pub mod memory;
 pub mod recall;
 pub mod store;

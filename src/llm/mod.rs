@@ -1,0 +1,242 @@
+//! Llm: the user's language model, behind one small trait. Chat messages in; text, token usage and latency out.
+//!
+//! The core (pruning, answering, distillation) only ever sees [`Llm`]. Implementations:
+//! - [`openai::OpenAiClient`]: an OpenAI-compatible `POST {baseUrl}/chat/completions` client whose logic (request
+//!   building, retries, fallbacks, usage) is target-independent and runs over a tiny [`openai::HttpTransport`]:
+//!   [`native::UreqTransport`] natively (for `loci-eval`), [`fetch::FetchTransport`] in the page.
+//! - [`callback::CallbackLlm`] (wasm only): any JS async function, so WebLLM, Chrome's built-in model or an SDK can
+//!   serve.
+//! - [`ScriptedLlm`]: canned replies, for tests of the code above the trait.
+//!
+//! [`structured`] turns replies into typed values (tolerating code fences and prose, one corrective retry);
+//! [`prompts`] holds every prompt loci sends. Nothing here logs or persists an API key.
+
+#[cfg(target_arch = "wasm32")]
+pub mod callback;
+#[cfg(target_arch = "wasm32")]
+pub mod fetch;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod native;
+pub mod openai;
+pub mod prompts;
+pub mod structured;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Who says a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// One chat message, as in the chat-completions protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage { role: Role::System, content: content.into() }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage { role: Role::User, content: content.into() }
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// Token counts of one call (or a sum of calls).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// True when any part was estimated with our tokenizer because the server did not report usage.
+    pub estimated: bool,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.estimated |= other.estimated;
+    }
+}
+
+/// What one call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmReply {
+    pub text: String,
+    pub usage: Usage,
+    /// Wall time of the call, retries and backoff included, in milliseconds.
+    pub latency_ms: f64,
+}
+
+/// One call's request.
+#[derive(Debug, Clone, Default)]
+pub struct LlmRequest {
+    pub messages: Vec<ChatMessage>,
+    /// Ask for a JSON object (`response_format: {type: "json_object"}` where the server supports it).
+    pub json: bool,
+    /// A JSON schema the reply must follow, where the server supports it (`response_format: {type:
+    /// "json_schema"}`); implies `json`. Servers that do not get the plain JSON mode or nothing.
+    pub json_schema: Option<JsonSchema>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    /// Cancels the call (and its retries) when aborted.
+    pub abort: Option<AbortSignal>,
+}
+
+impl LlmRequest {
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        LlmRequest { messages, temperature: Some(0.0), ..Default::default() }
+    }
+}
+
+/// A named JSON schema (OpenAI's `json_schema` response format).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonSchema {
+    pub name: &'static str,
+    pub schema: serde_json::Value,
+}
+
+/// The user's language model.
+#[async_trait(?Send)]
+pub trait Llm {
+    async fn chat(&self, request: &LlmRequest) -> Result<LlmReply>;
+}
+
+/// Cancels LLM calls. Cloned handles share one state; [`AbortSignal::abort`] wakes listeners (the fetch transport
+/// aborts its `AbortController`, backoff sleeps stop at their next check).
+#[derive(Clone, Default)]
+pub struct AbortSignal(Rc<AbortInner>);
+
+#[derive(Default)]
+struct AbortInner {
+    aborted: Cell<bool>,
+    listeners: RefCell<Vec<Box<dyn FnOnce()>>>,
+}
+
+impl AbortSignal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn abort(&self) {
+        if !self.0.aborted.replace(true) {
+            let listeners = std::mem::take(&mut *self.0.listeners.borrow_mut());
+            listeners.into_iter().for_each(|f| f());
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.0.aborted.get()
+    }
+
+    /// Runs `f` on abort (at once when already aborted).
+    pub fn on_abort(&self, f: impl FnOnce() + 'static) {
+        if self.is_aborted() {
+            f()
+        } else {
+            self.0.listeners.borrow_mut().push(Box::new(f));
+        }
+    }
+
+    /// `Err(Aborted)` once aborted.
+    pub fn check(&self) -> Result<()> {
+        if self.is_aborted() {
+            Err(Error::Aborted)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl std::fmt::Debug for AbortSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbortSignal").field("aborted", &self.is_aborted()).finish()
+    }
+}
+
+/// Token estimate for text when a server reports no usage: WordPiece tokens of the embedding model when given
+/// one, else ~4 characters per token (close enough for English on GPT-style BPE).
+pub fn estimate_tokens(text: &str, tokenizer: Option<&crate::text::WordPiece>) -> u64 {
+    match tokenizer {
+        Some(t) => t.encode(text).len() as u64,
+        None => text.chars().count().div_ceil(4) as u64,
+    }
+}
+
+/// Canned replies in order, for tests of code above the trait. Records every request it got.
+#[derive(Debug, Default)]
+pub struct ScriptedLlm {
+    replies: RefCell<VecDeque<Result<String>>>,
+    pub requests: RefCell<Vec<LlmRequest>>,
+}
+
+impl ScriptedLlm {
+    pub fn new(replies: impl IntoIterator<Item = Result<String>>) -> Self {
+        ScriptedLlm { replies: RefCell::new(replies.into_iter().collect()), requests: RefCell::default() }
+    }
+
+    /// Replies not used yet.
+    pub fn remaining(&self) -> usize {
+        self.replies.borrow().len()
+    }
+}
+
+#[async_trait(?Send)]
+impl Llm for ScriptedLlm {
+    async fn chat(&self, request: &LlmRequest) -> Result<LlmReply> {
+        self.requests.borrow_mut().push(request.clone());
+        let text = self
+            .replies
+            .borrow_mut()
+            .pop_front()
+            .unwrap_or_else(|| Err(Error::LlmUnavailable("the script has no more replies".into())))?;
+        let input: u64 = request.messages.iter().map(|m| estimate_tokens(&m.content, None)).sum();
+        let usage = Usage { input_tokens: input, output_tokens: estimate_tokens(&text, None), estimated: true };
+        Ok(LlmReply { text, usage, latency_ms: 1.0 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abort_runs_listeners_once_and_late_listeners_at_once() {
+        let signal = AbortSignal::new();
+        let hits = Rc::new(Cell::new(0));
+        let h = hits.clone();
+        signal.on_abort(move || h.set(h.get() + 1));
+        assert!(signal.check().is_ok());
+        signal.clone().abort();
+        signal.abort();
+        assert_eq!(hits.get(), 1);
+        let h = hits.clone();
+        signal.on_abort(move || h.set(h.get() + 10));
+        assert_eq!(hits.get(), 11);
+        assert_eq!(signal.check().unwrap_err().code(), "ABORTED");
+    }
+
+    #[test]
+    fn estimates_about_four_characters_per_token_without_a_tokenizer() {
+        assert_eq!(estimate_tokens("", None), 0);
+        assert_eq!(estimate_tokens("abcdefgh", None), 2);
+        assert_eq!(estimate_tokens("abcdefghi", None), 3);
+    }
+}

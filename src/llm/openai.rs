@@ -1,0 +1,659 @@
+//! The OpenAI-compatible chat-completions client, shared by every target. It builds requests, parses responses and
+//! applies the retry policy; moving bytes, sleeping and reading the clock belong to an [`HttpTransport`]
+//! (`native::UreqTransport`, `fetch::FetchTransport`), so the policy is tested natively against a real server and
+//! runs unchanged in the page.
+//!
+//! Policy:
+//! - network errors (refused, reset, dropped), 429 and 5xx are retried up to [`OpenAiConfig::max_retries`] times
+//!   with exponential backoff and full jitter; a 429's `Retry-After` (seconds or an HTTP date) is honoured.
+//! - other 4xx are not retried ([`Error::LlmRejected`]); a timeout is not retried either ([`Error::Timeout`]):
+//!   `timeout_ms` bounds what the caller waits for a hung server.
+//! - JSON requests send `response_format`; a 400 whose body mentions `response_format` (or `json_schema` /
+//!   `json_object`) switches it off for this client and the request is resent at once (not counted as a retry).
+//! - usage comes from the response; when absent it is estimated with our tokenizer (`Usage::estimated`).
+//! - at most `max_concurrency` requests are in flight per client; the others wait their turn.
+//!
+//! It must never log, persist or echo the API key: `Debug` redacts it and errors carry no request headers.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{estimate_tokens, AbortSignal, Llm, LlmReply, LlmRequest, Usage};
+use crate::error::{Error, Result};
+use crate::text::WordPiece;
+
+/// An HTTP response, body as text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a request got no HTTP response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransportError {
+    /// No response within the time limit.
+    Timeout,
+    /// Connection refused, reset, dropped mid-response, DNS… (retryable).
+    Network(String),
+    /// The abort signal fired.
+    Aborted,
+}
+
+/// Moves one request; sleeps; reads a clock. The only target-specific part of the client.
+#[async_trait(?Send)]
+pub trait HttpTransport {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+    ) -> std::result::Result<HttpResponse, TransportError>;
+    async fn sleep(&self, ms: u64);
+    /// Milliseconds on a monotonic clock.
+    fn now_ms(&self) -> f64;
+}
+
+/// Connection settings. `Debug` shows the API key as `[redacted]`.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; kept in memory only.
+    pub api_key: Option<String>,
+    pub model: String,
+    /// Extra headers (e.g. an organisation id). Values of headers that look secret are redacted in `Debug`.
+    pub headers: Vec<(String, String)>,
+    /// Per attempt.
+    pub timeout_ms: u64,
+    pub max_concurrency: usize,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff; doubles per retry, full jitter in [½, 1] of it, capped at `backoff_max_ms`.
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    /// A `Retry-After` longer than this fails at once with `LLM_RATE_LIMITED` instead of waiting.
+    pub max_retry_after_ms: u64,
+}
+
+impl OpenAiConfig {
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model: model.into(),
+            headers: Vec::new(),
+            timeout_ms: 60_000,
+            max_concurrency: 4,
+            max_retries: 4,
+            backoff_base_ms: 500,
+            backoff_max_ms: 20_000,
+            max_retry_after_ms: 60_000,
+        }
+    }
+
+    /// Checks the settings a caller gives.
+    pub fn validate(&self) -> Result<()> {
+        let url = self.base_url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(Error::invalid("`llm.baseUrl` must be an http(s) URL"));
+        }
+        if self.model.trim().is_empty() {
+            return Err(Error::invalid("`llm.model` is required"));
+        }
+        if self.timeout_ms == 0 || self.max_concurrency == 0 {
+            return Err(Error::invalid("`llm.timeoutMs` and `llm.maxConcurrency` must be positive"));
+        }
+        if self.headers.iter().any(|(k, v)| k.trim().is_empty() || k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n'])) {
+            return Err(Error::invalid("`llm.headers` has an invalid header name or value"));
+        }
+        Ok(())
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim().trim_end_matches('/'))
+    }
+}
+
+fn is_secret_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["authorization", "key", "token", "secret", "cookie"].iter().any(|s| n.contains(s))
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret_header(k) { "[redacted]" } else { v.as_str() }))
+            .collect();
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("model", &self.model)
+            .field("headers", &headers)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("max_concurrency", &self.max_concurrency)
+            .field("max_retries", &self.max_retries)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The client. Generic over the transport; one per endpoint (the JSON-mode fallback is remembered per client).
+pub struct OpenAiClient<T: HttpTransport> {
+    config: OpenAiConfig,
+    transport: T,
+    tokenizer: Option<Rc<WordPiece>>,
+    slots: Semaphore,
+    /// Cleared once the server rejected `response_format`.
+    response_format_ok: Cell<bool>,
+    rng: Cell<u64>,
+}
+
+impl<T: HttpTransport> std::fmt::Debug for OpenAiClient<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("config", &self.config)
+            .field("response_format_ok", &self.response_format_ok.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: HttpTransport> OpenAiClient<T> {
+    pub fn new(config: OpenAiConfig, transport: T) -> Result<Self> {
+        config.validate()?;
+        let seed = (transport.now_ms().to_bits() ^ 0x9E37_79B9_7F4A_7C15) | 1;
+        Ok(OpenAiClient {
+            slots: Semaphore::new(config.max_concurrency),
+            config,
+            transport,
+            tokenizer: None,
+            response_format_ok: Cell::new(true),
+            rng: Cell::new(seed),
+        })
+    }
+
+    /// Estimate missing usage with this tokenizer (the embedding model's) instead of characters / 4.
+    pub fn with_tokenizer(mut self, tokenizer: Rc<WordPiece>) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// Whether `response_format` is still being sent (false after the server rejected it).
+    pub fn response_format_supported(&self) -> bool {
+        self.response_format_ok.get()
+    }
+
+    /// The request body; `response_format` only when asked and not known to be rejected.
+    pub fn body(&self, request: &LlmRequest) -> Value {
+        let mut body = json!({
+            "model": self.config.model,
+            "messages": request.messages,
+            "stream": false,
+        });
+        if let Some(t) = request.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(m) = request.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        if self.response_format_ok.get() {
+            if let Some(s) = &request.json_schema {
+                body["response_format"] =
+                    json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema, "strict": true}});
+            } else if request.json {
+                body["response_format"] = json!({"type": "json_object"});
+            }
+        }
+        body
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        let mut h = vec![("Content-Type".to_string(), "application/json".to_string())];
+        if let Some(k) = &self.config.api_key {
+            h.push(("Authorization".into(), format!("Bearer {k}")));
+        }
+        h.extend(self.config.headers.iter().cloned());
+        h
+    }
+
+    fn backoff_ms(&self, retry: u32) -> u64 {
+        // xorshift64*: jitter only, no need for a crypto source.
+        let mut x = self.rng.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        let unit = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+        let cap = self.config.backoff_base_ms.saturating_mul(1 << retry.min(20)).min(self.config.backoff_max_ms);
+        (cap as f64 * (0.5 + 0.5 * unit)) as u64
+    }
+
+    async fn sleep(&self, ms: u64, abort: Option<&AbortSignal>) -> Result<()> {
+        // Sleep in slices so an abort is noticed within ~100 ms even on transports that cannot cancel a timer.
+        let end = self.transport.now_ms() + ms as f64;
+        loop {
+            if let Some(a) = abort {
+                a.check()?;
+            }
+            let left = end - self.transport.now_ms();
+            if left <= 0.0 {
+                return Ok(());
+            }
+            self.transport.sleep((left as u64).clamp(1, 100)).await;
+        }
+    }
+
+    async fn call(&self, request: &LlmRequest) -> Result<LlmReply> {
+        let start = self.transport.now_ms();
+        let abort = request.abort.as_ref();
+        let url = self.config.url();
+        let headers = self.headers();
+        let mut retries = 0u32;
+        loop {
+            if let Some(a) = abort {
+                a.check()?;
+            }
+            let body = self.body(request);
+            let sent_format = body.get("response_format").is_some();
+            let outcome =
+                self.transport.post(&url, &headers, &body.to_string(), self.config.timeout_ms, abort).await;
+            // What to do: Ok(reply), Err((error, Some(wait))) to retry, Err((error, None)) to fail.
+            let (error, wait): (Error, Option<u64>) = match outcome {
+                Err(TransportError::Aborted) => return Err(Error::Aborted),
+                Err(TransportError::Timeout) => {
+                    return Err(Error::Timeout(format!("no reply from the LLM within {} ms", self.config.timeout_ms)))
+                }
+                Err(TransportError::Network(e)) => (Error::LlmUnavailable(e), Some(self.backoff_ms(retries))),
+                Ok(resp) if (200..300).contains(&resp.status) => match parse_reply(&resp.body) {
+                    Ok((text, usage)) => {
+                        let usage = usage.unwrap_or_else(|| self.estimate(request, &text));
+                        return Ok(LlmReply { text, usage, latency_ms: self.transport.now_ms() - start });
+                    }
+                    // A garbled 200 (a proxy cut the body) is transient as far as we can tell.
+                    Err(e) => (e, Some(self.backoff_ms(retries))),
+                },
+                Ok(resp) if resp.status == 400 && sent_format && mentions_response_format(&resp.body) => {
+                    self.response_format_ok.set(false);
+                    continue;
+                }
+                Ok(resp) if resp.status == 429 => {
+                    let err = Error::LlmRateLimited(describe(&resp));
+                    match resp.header("retry-after").and_then(|v| parse_retry_after(v, self.transport.now_ms())) {
+                        Some(ms) if ms > self.config.max_retry_after_ms => (err, None),
+                        Some(ms) => (err, Some(ms)),
+                        None => (err, Some(self.backoff_ms(retries))),
+                    }
+                }
+                Ok(resp) if resp.status >= 500 => (Error::LlmUnavailable(describe(&resp)), Some(self.backoff_ms(retries))),
+                Ok(resp) => (Error::LlmRejected(describe(&resp)), None),
+            };
+            match wait {
+                Some(ms) if retries < self.config.max_retries => {
+                    retries += 1;
+                    self.sleep(ms, abort).await?;
+                }
+                _ => return Err(error),
+            }
+        }
+    }
+
+    fn estimate(&self, request: &LlmRequest, text: &str) -> Usage {
+        let tok = self.tokenizer.as_deref();
+        // ~4 tokens of chat-format overhead per message, as OpenAI documents.
+        let input = request.messages.iter().map(|m| estimate_tokens(&m.content, tok) + 4).sum();
+        Usage { input_tokens: input, output_tokens: estimate_tokens(text, tok), estimated: true }
+    }
+}
+
+#[async_trait(?Send)]
+impl<T: HttpTransport> Llm for OpenAiClient<T> {
+    async fn chat(&self, request: &LlmRequest) -> Result<LlmReply> {
+        if request.messages.is_empty() {
+            return Err(Error::invalid("an LLM request needs at least one message"));
+        }
+        if let Some(a) = &request.abort {
+            a.check()?;
+        }
+        let _slot = self.slots.acquire().await;
+        self.call(request).await
+    }
+}
+
+/// `(content, usage)` of a chat-completions response body.
+pub fn parse_reply(body: &str) -> Result<(String, Option<Usage>)> {
+    let v: Value = serde_json::from_str(body)
+        .map_err(|e| Error::LlmBadReply(format!("the response is not JSON ({e}): {}", snippet(body))))?;
+    let content = &v["choices"][0]["message"]["content"];
+    let text = match content {
+        Value::String(s) => s.clone(),
+        // Some servers return content parts.
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+        _ => return Err(Error::LlmBadReply(format!("the response has no message content: {}", snippet(body)))),
+    };
+    let usage = v.get("usage").and_then(|u| {
+        Some(Usage {
+            input_tokens: u.get("prompt_tokens")?.as_u64()?,
+            output_tokens: u.get("completion_tokens")?.as_u64()?,
+            estimated: false,
+        })
+    });
+    Ok((text, usage))
+}
+
+fn mentions_response_format(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    b.contains("response_format") || b.contains("json_schema") || b.contains("json_object")
+}
+
+/// `Retry-After` as milliseconds: delta-seconds (fractions accepted) or an HTTP date.
+pub fn parse_retry_after(value: &str, _now_ms: f64) -> Option<u64> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0) as u64);
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    // The transport's clock is monotonic, not wall time: compare the date with the wall clock.
+    let now = wall_clock_ms()?;
+    Some((date.timestamp_millis() as f64 - now).max(0.0) as u64)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn wall_clock_ms() -> Option<f64> {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(d.as_millis() as f64)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn wall_clock_ms() -> Option<f64> {
+    Some(js_sys::Date::now())
+}
+
+fn describe(resp: &HttpResponse) -> String {
+    let msg = serde_json::from_str::<Value>(&resp.body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| snippet(&resp.body));
+    format!("HTTP {}: {msg}", resp.status)
+}
+
+fn snippet(s: &str) -> String {
+    let mut out: String = s.chars().take(300).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A counting semaphore for one thread (the page's event loop, or a native single-threaded executor).
+struct Semaphore(Rc<RefCell<SemState>>);
+
+struct SemState {
+    free: usize,
+    waiters: VecDeque<Waker>,
+}
+
+struct Permit(Rc<RefCell<SemState>>);
+
+impl Semaphore {
+    fn new(n: usize) -> Self {
+        Semaphore(Rc::new(RefCell::new(SemState { free: n.max(1), waiters: VecDeque::new() })))
+    }
+
+    fn acquire(&self) -> Acquire {
+        Acquire(self.0.clone())
+    }
+}
+
+struct Acquire(Rc<RefCell<SemState>>);
+
+impl Future for Acquire {
+    type Output = Permit;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Permit> {
+        let mut s = self.0.borrow_mut();
+        if s.free > 0 {
+            s.free -= 1;
+            Poll::Ready(Permit(self.0.clone()))
+        } else {
+            s.waiters.push_back(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut s = self.0.borrow_mut();
+        s.free += 1;
+        // Wake every waiter: they re-check; stale wakers are harmless.
+        let waiters = std::mem::take(&mut s.waiters);
+        drop(s);
+        waiters.into_iter().for_each(Waker::wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatMessage, JsonSchema};
+
+    /// A transport that answers from a queue and records what it was sent; its clock advances only by sleeping.
+    struct Fake {
+        replies: RefCell<VecDeque<std::result::Result<HttpResponse, TransportError>>>,
+        sent: RefCell<Vec<(Vec<(String, String)>, Value)>>,
+        slept: RefCell<Vec<u64>>,
+        clock: Cell<f64>,
+    }
+
+    fn ok(status: u16, body: &str) -> std::result::Result<HttpResponse, TransportError> {
+        Ok(HttpResponse { status, headers: vec![], body: body.into() })
+    }
+
+    fn completion(text: &str) -> String {
+        json!({"choices": [{"message": {"role": "assistant", "content": text}}],
+               "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
+        .to_string()
+    }
+
+    #[async_trait(?Send)]
+    impl HttpTransport for Fake {
+        async fn post(
+            &self,
+            _url: &str,
+            headers: &[(String, String)],
+            body: &str,
+            _timeout_ms: u64,
+            _abort: Option<&AbortSignal>,
+        ) -> std::result::Result<HttpResponse, TransportError> {
+            self.sent.borrow_mut().push((headers.to_vec(), serde_json::from_str(body).unwrap()));
+            self.replies.borrow_mut().pop_front().expect("a scripted reply")
+        }
+        async fn sleep(&self, ms: u64) {
+            self.slept.borrow_mut().push(ms);
+            self.clock.set(self.clock.get() + ms as f64);
+        }
+        fn now_ms(&self) -> f64 {
+            self.clock.get()
+        }
+    }
+
+    fn client(replies: Vec<std::result::Result<HttpResponse, TransportError>>) -> OpenAiClient<Fake> {
+        let mut config = OpenAiConfig::new("http://x/v1/", "m");
+        config.api_key = Some("sk-secret".into());
+        config.backoff_base_ms = 100;
+        let fake = Fake {
+            replies: RefCell::new(replies.into()),
+            sent: RefCell::default(),
+            slept: RefCell::default(),
+            clock: Cell::new(0.0),
+        };
+        OpenAiClient::new(config, fake).unwrap()
+    }
+
+    fn request(json: bool) -> LlmRequest {
+        LlmRequest { json, ..LlmRequest::new(vec![ChatMessage::user("hi")]) }
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let mut c = client(vec![]);
+        c.config.headers.push(("X-Api-Key".into(), "other-secret".into()));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sk-secret") && !shown.contains("other-secret"), "{shown}");
+        assert!(shown.contains("[redacted]"));
+    }
+
+    #[test]
+    fn body_has_model_messages_and_json_mode() {
+        let c = client(vec![]);
+        let b = c.body(&request(true));
+        assert_eq!(b["model"], "m");
+        assert_eq!(b["messages"][0], json!({"role": "user", "content": "hi"}));
+        assert_eq!(b["response_format"], json!({"type": "json_object"}));
+        assert_eq!(b["temperature"], json!(0.0));
+        assert!(c.body(&request(false)).get("response_format").is_none());
+        let schema = JsonSchema { name: "x", schema: json!({"type": "object"}) };
+        let b = c.body(&LlmRequest { json_schema: Some(schema), ..request(true) });
+        assert_eq!(b["response_format"]["type"], "json_schema");
+        assert_eq!(b["response_format"]["json_schema"]["name"], "x");
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_a_cap() {
+        let c = client(vec![]);
+        for retry in 0..8 {
+            let cap = (100u64 << retry).min(20_000);
+            let d = c.backoff_ms(retry);
+            assert!(d >= cap / 2 && d <= cap, "retry {retry}: {d} not in [{}, {cap}]", cap / 2);
+        }
+    }
+
+    #[test]
+    fn server_errors_are_retried_then_reported() {
+        let c = client(vec![ok(503, "busy"), Err(TransportError::Network("reset".into())), ok(200, &completion("yes"))]);
+        let r = pollster::block_on(c.chat(&request(false))).unwrap();
+        assert_eq!(r.text, "yes");
+        assert_eq!(r.usage, Usage { input_tokens: 11, output_tokens: 3, estimated: false });
+        assert_eq!(c.transport.sent.borrow().len(), 3);
+
+        let c = client((0..5).map(|_| ok(500, r#"{"error":{"message":"boom"}}"#)).collect());
+        let e = pollster::block_on(c.chat(&request(false))).unwrap_err();
+        assert_eq!(e.code(), "LLM_UNAVAILABLE");
+        assert!(e.to_string().contains("boom"), "{e}");
+        assert_eq!(c.transport.sent.borrow().len(), 5, "one try and four retries");
+    }
+
+    #[test]
+    fn retry_after_is_honoured_and_too_long_fails_at_once() {
+        let mut limited = HttpResponse { status: 429, headers: vec![("retry-after".into(), "2".into())], body: "".into() };
+        let c = client(vec![Ok(limited.clone()), ok(200, &completion("ok"))]);
+        pollster::block_on(c.chat(&request(false))).unwrap();
+        assert_eq!(c.transport.slept.borrow().iter().sum::<u64>(), 2000);
+
+        limited.headers[0].1 = "3600".into();
+        let c = client(vec![Ok(limited)]);
+        assert_eq!(pollster::block_on(c.chat(&request(false))).unwrap_err().code(), "LLM_RATE_LIMITED");
+        assert!(c.transport.slept.borrow().is_empty());
+    }
+
+    #[test]
+    fn client_errors_and_timeouts_are_not_retried() {
+        let c = client(vec![ok(401, r#"{"error":{"message":"bad key"}}"#)]);
+        let e = pollster::block_on(c.chat(&request(false))).unwrap_err();
+        assert_eq!(e.code(), "LLM_REJECTED");
+        assert!(!e.to_string().contains("sk-secret"));
+        let c = client(vec![Err(TransportError::Timeout)]);
+        assert_eq!(pollster::block_on(c.chat(&request(false))).unwrap_err().code(), "TIMEOUT");
+    }
+
+    #[test]
+    fn a_rejected_response_format_is_dropped_and_remembered() {
+        let c = client(vec![
+            ok(400, r#"{"error":{"message":"response_format is not supported"}}"#),
+            ok(200, &completion("{}")),
+            ok(200, &completion("{}")),
+        ]);
+        pollster::block_on(c.chat(&request(true))).unwrap();
+        pollster::block_on(c.chat(&request(true))).unwrap();
+        let sent = c.transport.sent.borrow();
+        assert!(sent[0].1.get("response_format").is_some());
+        assert!(sent[1].1.get("response_format").is_none() && sent[2].1.get("response_format").is_none());
+        assert!(!c.response_format_supported());
+    }
+
+    #[test]
+    fn missing_usage_is_estimated_and_flagged() {
+        let body = json!({"choices": [{"message": {"content": "abcdefgh"}}]}).to_string();
+        let c = client(vec![ok(200, &body)]);
+        let r = pollster::block_on(c.chat(&request(false))).unwrap();
+        assert_eq!(r.usage, Usage { input_tokens: 1 + 4, output_tokens: 2, estimated: true });
+    }
+
+    #[test]
+    fn an_aborted_request_sends_nothing() {
+        let c = client(vec![]);
+        let abort = AbortSignal::new();
+        abort.abort();
+        let e = pollster::block_on(c.chat(&LlmRequest { abort: Some(abort), ..request(false) })).unwrap_err();
+        assert_eq!(e, Error::Aborted);
+        assert!(c.transport.sent.borrow().is_empty());
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_and_dates() {
+        assert_eq!(parse_retry_after("1", 0.0), Some(1000));
+        assert_eq!(parse_retry_after("0.5", 0.0), Some(500));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), Some(0), "a past date means now");
+        assert_eq!(parse_retry_after("soon", 0.0), None);
+    }
+
+    #[test]
+    fn the_semaphore_caps_concurrency() {
+        /// Pending once (waking itself), then ready: a task switch while holding the permit.
+        struct YieldOnce(bool);
+        impl Future for YieldOnce {
+            type Output = ();
+            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+                if self.0 {
+                    return Poll::Ready(());
+                }
+                self.0 = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+        let sem = Semaphore::new(2);
+        let (peak, now, done) = (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
+        let tasks = (0..5).map(|_| async {
+            let _p = sem.acquire().await;
+            now.set(now.get() + 1);
+            peak.set(peak.get().max(now.get()));
+            YieldOnce(false).await;
+            now.set(now.get() - 1);
+            done.set(done.get() + 1);
+        });
+        pollster::block_on(futures::future::join_all(tasks));
+        assert_eq!((peak.get(), done.get()), (2, 5));
+    }
+}
