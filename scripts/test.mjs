@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// `npm test`: sets up (idempotent), then runs every test: native (cargo test), then the browser suites in headless
+// Chromium (wasm-bindgen-test), the WebGPU suite with its own Chromium flags.
+import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const step = (title, cmd, args, env = {}) => {
+  console.log(`\n=== ${title}`);
+  const started = Date.now();
+  const r = spawnSync(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
+  console.log(`=== ${title}: ${r.status === 0 ? "ok" : "FAILED"} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+  if (r.status !== 0) process.exit(r.status ?? 1);
+};
+
+step("setup", "node", ["scripts/setup.mjs"]);
+step("native tests", "cargo", ["test"]);
+const browserEnv = { CHROMEDRIVER: "/usr/bin/chromedriver", WASM_BINDGEN_TEST_TIMEOUT: "180" };
+for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*\.rs$/.test(f)).sort()) {
+  const name = file.replace(/\.rs$/, "");
+  const webgpu = name.includes("webgpu");
+  step(`browser tests: ${name}`, "cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
+    ...browserEnv,
+    WASM_BINDGEN_TEST_WEBDRIVER_JSON: webgpu ? "tests/webdriver-webgpu.json" : "tests/webdriver.json",
+    ...(webgpu ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
+  });
+}
+console.log("\nall tests passed");
