@@ -102,9 +102,18 @@ function copyIfChanged(src, dest) {
   copyFileSync(src, dest);
 }
 
+function npmPackages() {
+  // The npm dependencies (onnxruntime-web, wasm-opt, the test drivers) come with `npm ci`, run here when missing so
+  // that `npm start` / `npm test` work on a fresh clone.
+  const want = ["onnxruntime-web", "binaryen"];
+  if (want.every((p) => existsSync(join(root, "node_modules", p, "package.json")))) return;
+  log("installing npm dependencies (npm ci)");
+  run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: root });
+}
+
 function onnxruntimeWeb() {
   const dist = join(root, "node_modules", "onnxruntime-web", "dist");
-  if (!existsSync(dist)) throw new Error("node_modules/onnxruntime-web is missing: run `npm install` first");
+  if (!existsSync(dist)) throw new Error("node_modules/onnxruntime-web is missing: run `npm ci`");
   for (const f of ORT_WEB_FILES) copyIfChanged(join(dist, f), join(assets, "ort", f));
   // wasm-bindgen-test-runner serves .mjs as octet-stream, which browsers refuse to import: tests use .js twins.
   for (const f of ORT_WEB_FILES.filter((f) => f.endsWith(".mjs"))) {
@@ -125,7 +134,7 @@ function nativeRuntime() {
 
 try {
   if (want("native")) { nativeRuntime(); modelAssets(); }
-  if (want("browser")) { wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); }
+  if (want("browser")) { npmPackages(); wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); }
   log("ready");
 } catch (e) {
   console.error(`[setup] ${e.message}`);
