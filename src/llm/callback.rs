@@ -1,0 +1,136 @@
+//! An [`Llm`] over a JS async function, so WebLLM, Chrome's built-in model or any SDK can serve:
+//! `async ({ messages, json, maxTokens, temperature, schema, signal }) => ({ text, usage? })` where `usage` is
+//! `{ inputTokens, outputTokens }` (OpenAI's `prompt_tokens` / `completion_tokens` are accepted too); a plain
+//! string return is taken as the text. Missing usage is estimated. A thrown error becomes `LLM_UNAVAILABLE`
+//! (or `ABORTED` when the caller's signal fired).
+
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use js_sys::{Array, Function, Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+use super::{estimate_tokens, Llm, LlmReply, LlmRequest, Role, Usage};
+use crate::error::{Error, Result};
+use crate::text::WordPiece;
+
+/// A JS function serving as the LLM.
+pub struct CallbackLlm {
+    f: Function,
+    tokenizer: Option<Rc<WordPiece>>,
+}
+
+impl std::fmt::Debug for CallbackLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallbackLlm").finish_non_exhaustive()
+    }
+}
+
+impl CallbackLlm {
+    pub fn new(f: Function) -> Self {
+        CallbackLlm { f, tokenizer: None }
+    }
+
+    /// Estimate missing usage with this tokenizer instead of characters / 4.
+    pub fn with_tokenizer(mut self, tokenizer: Rc<WordPiece>) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+}
+
+fn set(obj: &Object, key: &str, value: &JsValue) {
+    let _ = Reflect::set(obj, &key.into(), value);
+}
+
+fn js_message(e: &JsValue) -> String {
+    Reflect::get(e, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| "the llm callback failed".into())
+}
+
+fn number(obj: &JsValue, keys: &[&str]) -> Option<u64> {
+    keys.iter().find_map(|k| Reflect::get(obj, &(*k).into()).ok()?.as_f64()).filter(|n| *n >= 0.0).map(|n| n as u64)
+}
+
+#[async_trait(?Send)]
+impl Llm for CallbackLlm {
+    async fn chat(&self, request: &LlmRequest) -> Result<LlmReply> {
+        if let Some(a) = &request.abort {
+            a.check()?;
+        }
+        let start = js_sys::Date::now();
+        let arg = Object::new();
+        let messages = Array::new();
+        for m in &request.messages {
+            let o = Object::new();
+            let role = match m.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            set(&o, "role", &role.into());
+            set(&o, "content", &m.content.as_str().into());
+            messages.push(&o);
+        }
+        set(&arg, "messages", &messages);
+        set(&arg, "json", &JsValue::from_bool(request.json || request.json_schema.is_some()));
+        if let Some(t) = request.max_tokens {
+            set(&arg, "maxTokens", &JsValue::from_f64(t as f64));
+        }
+        if let Some(t) = request.temperature {
+            set(&arg, "temperature", &JsValue::from_f64(t as f64));
+        }
+        if let Some(s) = &request.json_schema {
+            if let Ok(v) = js_sys::JSON::parse(&s.schema.to_string()) {
+                set(&arg, "schema", &v);
+            }
+        }
+        if let Some(a) = &request.abort {
+            if let Ok(controller) = web_sys::AbortController::new() {
+                set(&arg, "signal", &controller.signal());
+                a.on_abort(move || controller.abort());
+            }
+        }
+        let failed = |e: JsValue| match &request.abort {
+            Some(a) if a.is_aborted() => Error::Aborted,
+            _ => Error::LlmUnavailable(format!("the llm callback failed: {}", js_message(&e))),
+        };
+        let mut ret = self.f.call1(&JsValue::NULL, &arg).map_err(failed)?;
+        if let Some(p) = ret.dyn_ref::<Promise>() {
+            ret = JsFuture::from(p.clone()).await.map_err(failed)?;
+        }
+        if let Some(a) = &request.abort {
+            a.check()?;
+        }
+        let text = match ret.as_string() {
+            Some(s) => s,
+            None => Reflect::get(&ret, &"text".into())
+                .ok()
+                .and_then(|t| t.as_string())
+                .ok_or_else(|| Error::LlmBadReply("the llm callback must return { text: string, usage? }".into()))?,
+        };
+        let usage_js = Reflect::get(&ret, &"usage".into()).unwrap_or(JsValue::UNDEFINED);
+        let reported = (!usage_js.is_undefined() && !usage_js.is_null())
+            .then(|| {
+                Some(Usage {
+                    input_tokens: number(&usage_js, &["inputTokens", "prompt_tokens", "promptTokens"])?,
+                    output_tokens: number(&usage_js, &["outputTokens", "completion_tokens", "completionTokens"])?,
+                    estimated: false,
+                })
+            })
+            .flatten();
+        let usage = reported.unwrap_or_else(|| {
+            let tok = self.tokenizer.as_deref();
+            Usage {
+                input_tokens: request.messages.iter().map(|m| estimate_tokens(&m.content, tok) + 4).sum(),
+                output_tokens: estimate_tokens(&text, tok),
+                estimated: true,
+            }
+        });
+        Ok(LlmReply { text, usage, latency_ms: js_sys::Date::now() - start })
+    }
+}

@@ -1,0 +1,126 @@
+//! Browser HTTP transport for the OpenAI-compatible client: the global `fetch` (window or worker), an
+//! `AbortController` per request for both the timeout and the caller's [`AbortSignal`], `setTimeout` for backoff.
+//! Cross-origin endpoints must allow the `Authorization` and `Content-Type` headers (CORS) and expose `Retry-After`
+//! for it to be honoured; without it the client falls back to its own backoff.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use async_trait::async_trait;
+use js_sys::{Function, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+use super::openai::{HttpResponse, HttpTransport, TransportError};
+use super::AbortSignal;
+
+/// `fetch` behind [`HttpTransport`].
+#[derive(Debug, Clone, Default)]
+pub struct FetchTransport;
+
+impl FetchTransport {
+    pub fn new() -> Self {
+        FetchTransport
+    }
+}
+
+fn global_fn(name: &str) -> Result<Function, TransportError> {
+    Reflect::get(&js_sys::global(), &name.into())
+        .ok()
+        .and_then(|f| f.dyn_into::<Function>().ok())
+        .ok_or_else(|| TransportError::Network(format!("no global `{name}` in this context")))
+}
+
+/// A promise resolved after `ms` milliseconds, and the timer id.
+fn timeout_promise(ms: u64) -> Promise {
+    Promise::new(&mut |resolve, _| {
+        if let Ok(set_timeout) = global_fn("setTimeout") {
+            let _ = set_timeout.call2(&JsValue::NULL, &resolve, &JsValue::from_f64(ms as f64));
+        }
+    })
+}
+
+fn js_message(e: &JsValue) -> String {
+    Reflect::get(e, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| "network error".into())
+}
+
+#[async_trait(?Send)]
+impl HttpTransport for FetchTransport {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+    ) -> Result<HttpResponse, TransportError> {
+        if abort.is_some_and(AbortSignal::is_aborted) {
+            return Err(TransportError::Aborted);
+        }
+        let net = |e: JsValue| TransportError::Network(js_message(&e));
+        let controller = web_sys::AbortController::new().map_err(net)?;
+        let h = web_sys::Headers::new().map_err(net)?;
+        for (k, v) in headers {
+            h.append(k, v).map_err(net)?;
+        }
+        let init = web_sys::RequestInit::new();
+        init.set_method("POST");
+        init.set_headers(&h);
+        init.set_body(&JsValue::from_str(body));
+        init.set_signal(Some(&controller.signal()));
+
+        let timed_out = Rc::new(Cell::new(false));
+        let (flag, ctl) = (timed_out.clone(), controller.clone());
+        let on_timeout = Closure::once_into_js(move || {
+            flag.set(true);
+            ctl.abort();
+        });
+        let timer = global_fn("setTimeout")?
+            .call2(&JsValue::NULL, &on_timeout, &JsValue::from_f64(timeout_ms as f64))
+            .map_err(net)?;
+        if let Some(a) = abort {
+            let ctl = controller.clone();
+            a.on_abort(move || ctl.abort());
+        }
+        let outcome = async {
+            let promise: Promise = global_fn("fetch")?
+                .call2(&js_sys::global(), &JsValue::from_str(url), &init)
+                .map_err(net)?
+                .dyn_into()
+                .map_err(net)?;
+            let resp: web_sys::Response = JsFuture::from(promise).await.map_err(net)?.dyn_into().map_err(net)?;
+            let text = JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?;
+            let mut out_headers = Vec::new();
+            if let Ok(Some(v)) = resp.headers().get("retry-after") {
+                out_headers.push(("retry-after".to_string(), v));
+            }
+            Ok(HttpResponse { status: resp.status(), headers: out_headers, body: text.as_string().unwrap_or_default() })
+        }
+        .await;
+        if let Ok(clear) = global_fn("clearTimeout") {
+            let _ = clear.call1(&JsValue::NULL, &timer);
+        }
+        match outcome {
+            Err(_) if abort.is_some_and(AbortSignal::is_aborted) => Err(TransportError::Aborted),
+            Err(_) if timed_out.get() => Err(TransportError::Timeout),
+            other => other,
+        }
+    }
+
+    async fn sleep(&self, ms: u64) {
+        let _ = JsFuture::from(timeout_promise(ms)).await;
+    }
+
+    fn now_ms(&self) -> f64 {
+        Reflect::get(&js_sys::global(), &"performance".into())
+            .ok()
+            .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
+            .map(|p| p.now())
+            .unwrap_or_else(js_sys::Date::now)
+    }
+}

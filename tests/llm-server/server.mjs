@@ -1,0 +1,196 @@
+// A scripted OpenAI-compatible chat-completions server for loci's tests (native and browser). No dependencies.
+//
+//   node tests/llm-server/server.mjs [port] [--exit-with-stdin]   (or PORT=…; 0 = any free port) → "READY <port>"
+//
+// Endpoints:
+//   POST /v1/chat/completions   (any path ending in /chat/completions) — answers with the next scripted step, or
+//                               in the default mode (below) when the script is empty.
+//   POST /__script              body: [step, …] or {steps: [step, …]} — replaces the queue of steps.
+//   POST /__reset               empties the queue and the log.
+//   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
+//   GET  /__health              "ok".
+// Steps (each consumed by one request; `times: n` repeats a step n times; `delayMs` waits before answering):
+//   {reply: "text", usage?: {prompt_tokens, completion_tokens} | null}   200 with that message content
+//   {raw: "text"}            the same (for model output that is not JSON: "not json", "{\"trunc"…)
+//   {fenced: {...}}          content = prose + ```json fence around the object + prose
+//   {status: 429, retryAfter: 1, message?}   an error status (any), with Retry-After when given
+//   {hang: true}             never answers (the client must time out)
+//   {drop: true}             destroys the connection without an HTTP response
+//   {body: "..."}            200 with this raw HTTP body (a malformed completion)
+//   {rejectResponseFormat: true}   400 "response_format is not supported" if the request has response_format,
+//                            else answers in the default mode
+// Default mode (no script): answers from the prompt, deterministically. It reads the <memory>…</memory> block and
+// the "Question:" line of the last user message and picks memory lines sharing a word (≥ 4 letters) with the
+// question: QDP prompts (asking for {"keep"}) get those lines' ids, answer prompts ({"answer"}) get the first such
+// line's text, judge prompts ({"label"}) get CORRECT when the generated answer contains the gold answer's words;
+// anything else gets the matching lines echoed.
+// CORS: any origin; Authorization and Content-Type allowed; Retry-After exposed.
+
+import http from "node:http";
+
+const port = Number(process.argv.slice(2).find((a) => /^[0-9]+$/.test(a)) ?? process.env.PORT ?? 0);
+let queue = [];
+let log = [];
+const sockets = new Set();
+
+const STOP = new Set(["what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did", "have",
+  "has", "had", "with", "that", "this", "from", "about", "into", "they", "their", "there", "were", "would", "could",
+  "should", "will", "your", "been", "being", "than", "then", "them", "some", "kind"]);
+
+function words(text) {
+  return (text.toLowerCase().match(/[a-z0-9]{4,}/g) ?? []).filter((w) => !STOP.has(w));
+}
+
+function cors(res) {
+  res.setHeader("Access-Control-Allow-Origin", "*");
+  res.setHeader("Access-Control-Allow-Methods", "POST, GET, OPTIONS");
+  res.setHeader("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Test-Header");
+  res.setHeader("Access-Control-Expose-Headers", "Retry-After");
+  res.setHeader("Access-Control-Max-Age", "600");
+}
+
+function send(res, status, body, headers = {}) {
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  res.writeHead(status, { "Content-Type": "application/json", ...headers });
+  res.end(text);
+}
+
+function completion(content, request, usage) {
+  const promptChars = (request.messages ?? []).reduce((n, m) => n + String(m.content ?? "").length, 0);
+  const body = {
+    id: `chatcmpl-test-${log.length}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: request.model ?? "test",
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+  };
+  if (usage !== null) {
+    body.usage = usage ?? {
+      prompt_tokens: Math.ceil(promptChars / 4),
+      completion_tokens: Math.ceil(content.length / 4),
+      total_tokens: Math.ceil(promptChars / 4) + Math.ceil(content.length / 4),
+    };
+  }
+  return body;
+}
+
+function defaultReply(request) {
+  const messages = request.messages ?? [];
+  const system = messages.filter((m) => m.role === "system").map((m) => m.content).join("\n");
+  const user = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
+  const memory = (user.match(/<memory>\n?([\s\S]*?)\n?<\/memory>/) ?? [])[1] ?? "";
+  const question = (user.match(/^Question:\s*(.*)$/m) ?? [])[1] ?? "";
+  const qWords = new Set(words(question));
+  const lines = memory.split("\n").filter((l) => l.trim() && !l.startsWith("#"));
+  const matching = lines.filter((l) => words(l.replace(/^\[[0-9.]+\]\s*/, "")).some((w) => qWords.has(w)));
+  if (system.includes('{"keep"')) {
+    const ids = matching.map((l) => (l.match(/^\[([0-9]+\.[0-9]+)\]/) ?? [])[1]).filter(Boolean);
+    return JSON.stringify({ keep: ids });
+  }
+  if (system.includes('{"answer"')) {
+    const first = matching[0]?.replace(/^\[[0-9.]+\]\s*/, "");
+    return JSON.stringify({ answer: first ?? "I don't know" });
+  }
+  if (system.includes('{"label"')) {
+    const gold = (user.match(/^Gold answer:\s*(.*)$/m) ?? [])[1] ?? "";
+    const generated = ((user.match(/<answer>([\s\S]*?)<\/answer>/) ?? [])[1] ?? "").toLowerCase();
+    const goldWords = words(gold);
+    const ok = goldWords.length > 0 && goldWords.every((w) => generated.includes(w));
+    return JSON.stringify({ label: ok ? "CORRECT" : "WRONG" });
+  }
+  return matching.join("\n") || "I don't know";
+}
+
+async function chat(req, res, request) {
+  let step = queue.shift();
+  if (step && step.times > 1) queue.unshift({ ...step, times: step.times - 1 });
+  if (step?.delayMs) await new Promise((r) => setTimeout(r, step.delayMs));
+  if (!step || (step.rejectResponseFormat && !request.response_format)) {
+    return send(res, 200, completion(defaultReply(request), request));
+  }
+  if (step.hang) return; // never answer; the socket closes when the client gives up or the server stops
+  if (step.drop) return req.socket.destroy();
+  if (step.rejectResponseFormat) {
+    return send(res, 400, { error: { message: "response_format is not supported by this server", type: "invalid_request_error" } });
+  }
+  if (step.status) {
+    const headers = step.retryAfter !== undefined ? { "Retry-After": String(step.retryAfter) } : {};
+    return send(res, step.status, { error: { message: step.message ?? `scripted status ${step.status}` } }, headers);
+  }
+  if (step.body !== undefined) return send(res, 200, step.body);
+  if (step.fenced !== undefined) {
+    const content = "Here is the JSON you asked for:\n```json\n" + JSON.stringify(step.fenced, null, 2) + "\n```\nAnything else?";
+    return send(res, 200, completion(content, request, step.usage));
+  }
+  const content = step.reply ?? step.raw ?? "";
+  return send(res, 200, completion(String(content), request, step.usage));
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+const server = http.createServer(async (req, res) => {
+  cors(res);
+  const path = new URL(req.url, "http://x").pathname;
+  try {
+    if (req.method === "OPTIONS") {
+      res.writeHead(204);
+      return res.end();
+    }
+    if (req.method === "GET" && path === "/__health") return send(res, 200, "ok");
+    if (req.method === "GET" && path === "/__log") return send(res, 200, log);
+    if (req.method === "POST" && path === "/__reset") {
+      queue = [];
+      log = [];
+      return send(res, 200, { ok: true });
+    }
+    if (req.method === "POST" && path === "/__script") {
+      const body = JSON.parse((await readBody(req)) || "[]");
+      queue = Array.isArray(body) ? body : body.steps ?? [];
+      return send(res, 200, { ok: true, steps: queue.length });
+    }
+    if (req.method === "POST" && path.endsWith("/chat/completions")) {
+      const text = await readBody(req);
+      let request;
+      try {
+        request = JSON.parse(text);
+      } catch {
+        return send(res, 400, { error: { message: "the request body is not JSON" } });
+      }
+      log.push({ path, headers: req.headers, body: request, at: Date.now() });
+      return await chat(req, res, request);
+    }
+    send(res, 404, { error: { message: `no route ${req.method} ${path}` } });
+  } catch (e) {
+    send(res, 500, { error: { message: String(e?.message ?? e) } });
+  }
+});
+
+server.on("connection", (s) => {
+  sockets.add(s);
+  s.on("close", () => sockets.delete(s));
+});
+
+function stop() {
+  server.close();
+  for (const s of sockets) s.destroy();
+  process.exit(0);
+}
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
+// With --exit-with-stdin, exit when stdin closes: a test runner that dies (and so closes the pipe) must not leave
+// the server behind.
+if (process.argv.includes("--exit-with-stdin")) {
+  process.stdin.on("end", stop);
+  process.stdin.resume();
+}
+
+server.listen(port, "127.0.0.1", () => {
+  console.log(`READY ${server.address().port}`);
+});

@@ -1,0 +1,185 @@
+//! The OpenAI-compatible client natively (ureq transport) against the scripted Node server in
+//! `tests/llm-server/server.mjs`, through every injected fault: each test asserts the outcome (retried and
+//! succeeded, or a typed error) and, from the server's log, what was actually sent.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod llm_server;
+
+use std::time::Instant;
+
+use llm_server::LlmServer;
+use loci::llm::native::UreqTransport;
+use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use loci::llm::prompts::QdpReply;
+use loci::llm::structured::chat_json;
+use loci::llm::{ChatMessage, Llm, LlmRequest};
+use pollster::block_on;
+use serde_json::json;
+
+const KEY: &str = "sk-test-very-secret";
+
+fn client(server: &LlmServer) -> OpenAiClient<UreqTransport> {
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.api_key = Some(KEY.into());
+    config.timeout_ms = 1000;
+    config.backoff_base_ms = 50;
+    config.max_retries = 3;
+    OpenAiClient::new(config, UreqTransport::new()).unwrap()
+}
+
+fn ask(json: bool) -> LlmRequest {
+    LlmRequest { json, ..LlmRequest::new(vec![ChatMessage::system("Reply with JSON."), ChatMessage::user("hello")]) }
+}
+
+#[test]
+fn a_429_with_retry_after_is_waited_out_and_retried() {
+    let server = LlmServer::start();
+    server.script(json!([{"status": 429, "retryAfter": 1}, {"reply": "hi there"}]));
+    let c = client(&server);
+    let start = Instant::now();
+    let reply = block_on(c.chat(&ask(false))).unwrap();
+    assert_eq!(reply.text, "hi there");
+    assert!(start.elapsed().as_millis() >= 1000, "Retry-After: 1 honoured, waited {:?}", start.elapsed());
+    assert_eq!(server.log().len(), 2);
+    assert!(!reply.usage.estimated && reply.usage.input_tokens > 0);
+}
+
+#[test]
+fn server_errors_and_garbled_bodies_are_retried() {
+    let server = LlmServer::start();
+    server.script(json!([{"status": 500}, {"status": 503}, {"body": "<html>bad gateway"}, {"reply": "ok"}]));
+    let reply = block_on(client(&server).chat(&ask(false))).unwrap();
+    assert_eq!(reply.text, "ok");
+    assert_eq!(server.log().len(), 4);
+}
+
+#[test]
+fn a_dropped_connection_is_retried() {
+    let server = LlmServer::start();
+    server.script(json!([{"drop": true}, {"drop": true}, {"reply": "back"}]));
+    assert_eq!(block_on(client(&server).chat(&ask(false))).unwrap().text, "back");
+    assert_eq!(server.log().len(), 3);
+}
+
+#[test]
+fn a_hung_server_gives_a_timeout_error_without_retrying() {
+    let server = LlmServer::start();
+    server.script(json!([{"hang": true}, {"reply": "never used"}]));
+    let start = Instant::now();
+    let err = block_on(client(&server).chat(&ask(false))).unwrap_err();
+    assert_eq!(err.code(), "TIMEOUT", "{err}");
+    let waited = start.elapsed().as_millis();
+    assert!((900..3000).contains(&waited), "timed out after {waited} ms with timeout 1000 ms");
+    assert_eq!(server.log().len(), 1);
+}
+
+#[test]
+fn persistent_failures_end_in_typed_errors_after_the_retries() {
+    let server = LlmServer::start();
+    server.script(json!([{"status": 502, "times": 4}]));
+    assert_eq!(block_on(client(&server).chat(&ask(false))).unwrap_err().code(), "LLM_UNAVAILABLE");
+    assert_eq!(server.log().len(), 4, "one try + max_retries = 3");
+
+    server.reset();
+    server.script(json!([{"status": 429, "retryAfter": 0, "times": 4}]));
+    assert_eq!(block_on(client(&server).chat(&ask(false))).unwrap_err().code(), "LLM_RATE_LIMITED");
+    assert_eq!(server.log().len(), 4);
+}
+
+#[test]
+fn a_401_is_not_retried_and_the_error_does_not_leak_the_key() {
+    let server = LlmServer::start();
+    server.script(json!([{"status": 401, "message": "invalid api key"}, {"reply": "never used"}]));
+    let err = block_on(client(&server).chat(&ask(false))).unwrap_err();
+    assert_eq!(err.code(), "LLM_REJECTED");
+    assert!(err.to_string().contains("401") && err.to_string().contains("invalid api key"), "{err}");
+    assert!(!err.to_string().contains(KEY) && !format!("{err:?}").contains(KEY));
+    assert_eq!(server.log().len(), 1);
+}
+
+#[test]
+fn the_key_goes_only_in_the_authorization_header() {
+    let server = LlmServer::start();
+    let mut config = client(&server).config().clone();
+    config.headers.push(("X-Test-Header".into(), "yes".into()));
+    let c = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    block_on(c.chat(&ask(false))).unwrap();
+    let log = server.log();
+    let entry = &log[0];
+    assert_eq!(entry["headers"]["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(entry["headers"]["x-test-header"], "yes");
+    assert_eq!(entry["headers"]["content-type"], "application/json");
+    assert_eq!(entry["body"]["model"], "test-model");
+    assert!(!entry["body"].to_string().contains(KEY), "the key is not in the body");
+    assert!(!format!("{c:?}").contains(KEY), "Debug redacts the key");
+}
+
+#[test]
+fn non_json_then_valid_json_succeeds_after_one_corrective_retry() {
+    let server = LlmServer::start();
+    server.script(json!([{"raw": "Sure, the lines are 1.1 and 1.2"}, {"reply": "{\"keep\": [\"1.1\", \"1.2\"]}"}]));
+    let r = block_on(chat_json::<QdpReply>(&client(&server), &ask(true))).unwrap();
+    assert_eq!(r.value.keep, vec!["1.1", "1.2"]);
+    assert_eq!(r.calls, 2);
+    let log = server.log();
+    let second = log[1]["body"]["messages"].as_array().unwrap().clone();
+    assert_eq!(second.len(), 4, "original two + the bad reply + the correction");
+    assert!(second[3]["content"].as_str().unwrap().contains("no JSON object"));
+    assert_eq!(log[1]["body"]["response_format"], json!({"type": "json_object"}));
+}
+
+#[test]
+fn non_json_then_truncated_json_is_a_typed_error() {
+    let server = LlmServer::start();
+    server.script(json!([{"raw": "not json"}, {"raw": "{\"keep\": [\"1.1\", \"tru"}, {"reply": "{\"keep\": []}"}]));
+    let err = block_on(chat_json::<QdpReply>(&client(&server), &ask(true))).unwrap_err();
+    assert_eq!(err.code(), "LLM_BAD_REPLY");
+    assert!(err.to_string().contains("incomplete"), "{err}");
+    assert_eq!(server.log().len(), 2, "one corrective retry, no more");
+}
+
+#[test]
+fn json_in_code_fences_is_parsed() {
+    let server = LlmServer::start();
+    server.script(json!([{"fenced": {"keep": ["2.3"]}}]));
+    let r = block_on(chat_json::<QdpReply>(&client(&server), &ask(true))).unwrap();
+    assert_eq!((r.value.keep, r.calls), (vec!["2.3".to_string()], 1));
+}
+
+#[test]
+fn a_rejected_response_format_falls_back_to_plain_requests() {
+    let server = LlmServer::start();
+    server.script(json!([{"rejectResponseFormat": true}, {"reply": "{\"keep\": [\"1.1\"]}"}, {"reply": "{\"keep\": []}"}]));
+    let c = client(&server);
+    let r = block_on(chat_json::<QdpReply>(&c, &ask(true))).unwrap();
+    assert_eq!((r.value.keep.len(), r.calls), (1, 1));
+    block_on(chat_json::<QdpReply>(&c, &ask(true))).unwrap();
+    let log = server.log();
+    assert_eq!(log.len(), 3);
+    assert!(log[0]["body"].get("response_format").is_some());
+    assert!(log[1]["body"].get("response_format").is_none(), "resent without it");
+    assert!(log[2]["body"].get("response_format").is_none(), "and remembered");
+}
+
+#[test]
+fn missing_usage_is_estimated() {
+    let server = LlmServer::start();
+    server.script(json!([{"reply": "twelve chars", "usage": null}]));
+    let reply = block_on(client(&server).chat(&ask(false))).unwrap();
+    assert!(reply.usage.estimated);
+    assert_eq!(reply.usage.output_tokens, 3);
+    assert!(reply.usage.input_tokens > 8, "two messages with overhead: {:?}", reply.usage);
+}
+
+#[test]
+fn an_unreachable_endpoint_is_llm_unavailable() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut config = OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    config.backoff_base_ms = 10;
+    config.max_retries = 2;
+    let err = block_on(OpenAiClient::new(config, UreqTransport::new()).unwrap().chat(&ask(false))).unwrap_err();
+    assert_eq!(err.code(), "LLM_UNAVAILABLE", "{err}");
+}
