@@ -1,6 +1,8 @@
 //! Recall: rank sessions for a query. Turn Isolation Retrieval (Nano-Memory): each session is scored by its single
 //! best-matching unit — the max, not the mean, so one relevant exchange is not diluted by a long session.
 
+pub mod prune;
+
 use std::collections::HashMap;
 
 /// One ranked session: its score and its best rows (row index into the vector index, score), best first.
