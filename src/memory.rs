@@ -6,6 +6,10 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+mod answer;
+
+pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneOptions, PrunedRecall, Spent};
+
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
 use crate::error::{Error, Result};
 use crate::index::VectorIndex;
@@ -107,11 +111,14 @@ pub struct Stats {
     pub model: String,
     pub device: Device,
     pub unit_mode: UnitMode,
+    /// LLM calls, tokens and latency per phase since open.
+    pub llm: LlmCounters,
 }
 
 /// One memory.
 pub struct Memory<S: Store, R: Runtime> {
     store: S,
+    llm_counters: LlmCounters,
     embedder: Embedder<R>,
     config: MemoryConfig,
     meta: Meta,
@@ -163,6 +170,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         };
         let mut memory = Memory {
             store,
+            llm_counters: LlmCounters::default(),
             embedder,
             config,
             meta,
@@ -449,6 +457,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             model: MODEL_ID.into(),
             device: self.device(),
             unit_mode: self.config.unit_mode,
+            llm: self.llm_counters,
         }
     }
 

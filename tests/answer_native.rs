@@ -1,0 +1,140 @@
+//! Pruned recall and `answer()` natively, end to end: the real embedder, the native OpenAI-compatible client and the
+//! scripted Node server (`tests/llm-server/server.mjs`) in its default mode, which answers from the prompt.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+mod llm_server;
+
+use llm_server::LlmServer;
+use loci::llm::native::UreqTransport;
+use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use loci::memory::{AnswerOptions, Memory, MemoryConfig, PruneOptions, RecallOptions};
+use loci::recall::prune::PruneMode;
+use loci::store::MemStore;
+use loci::types::{MessageInput, TimeInput};
+use pollster::block_on;
+use serde_json::json;
+
+fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
+    MessageInput {
+        speaker: Some(speaker.into()),
+        content: content.into(),
+        time: Some(TimeInput::Text(time.into())),
+        ..Default::default()
+    }
+}
+
+fn memory() -> Memory<MemStore, loci::embed::OnnxRuntime> {
+    let config = MemoryConfig::default();
+    let mut m = block_on(Memory::open(MemStore::new(), common::embedder(config.embed), config)).expect("open");
+    let hike = [
+        msg("Ana", "We hiked up to the glacier lake last weekend, my legs still hurt.", "2023-05-08T13:56:00Z"),
+        msg("Ben", "Which trail did you take? The one past the old mill?", "2023-05-08T13:57:00Z"),
+        msg("Ana", "Yes, then the steep part to the ridge. Bring good boots.", "2023-05-08T13:58:00Z"),
+        msg("Ben", "My cousin is visiting next month, maybe we go together.", "2023-05-08T13:59:00Z"),
+        msg("Ana", "Sure, I also want to try the new climbing gym downtown.", "2023-05-08T14:00:00Z"),
+        msg("Ben", "I heard it opened in April. Let me know how it is.", "2023-05-08T14:01:00Z"),
+    ];
+    let bread = [
+        msg("Ben", "I finally baked sourdough bread with my own starter.", "2023-06-01T09:00:00Z"),
+        msg("Ana", "How long did the dough proof before baking?", "2023-06-01T09:01:00Z"),
+        msg("Ben", "Overnight in the fridge, about fourteen hours.", "2023-06-01T09:02:00Z"),
+        msg("Ana", "I should try that with rye flour.", "2023-06-01T09:03:00Z"),
+    ];
+    block_on(m.add_messages(&hike, Some("hike"), 0.0)).unwrap();
+    block_on(m.add_messages(&bread, Some("bread"), 0.0)).unwrap();
+    m
+}
+
+fn client(server: &LlmServer) -> OpenAiClient<UreqTransport> {
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.timeout_ms = 2000;
+    config.backoff_base_ms = 20;
+    OpenAiClient::new(config, UreqTransport::new()).unwrap()
+}
+
+const NOW: f64 = 1_688_205_600_000.0; // 2023-07-01 10:00 UTC
+
+#[test]
+fn answer_prunes_with_qdp_then_answers_from_the_kept_lines() {
+    let server = LlmServer::start();
+    let llm = client(&server);
+    let mut m = memory();
+    let options = AnswerOptions { recall: RecallOptions { k: 2, ..Default::default() }, ..Default::default() };
+    let a = block_on(m.answer("Which trail leads to the ridge?", &options, &llm, NOW)).unwrap();
+
+    // The server's default QDP keeps the lines sharing a word with the question ("trail", "ridge"); its default
+    // answer is the first kept line.
+    assert_eq!(a.prune, PruneMode::Llm);
+    assert!(a.context.contains("Ben: Which trail did you take?"), "{}", a.context);
+    assert!(a.context.contains("Ana: Yes, then the steep part to the ridge."), "{}", a.context);
+    assert!(!a.context.contains("sourdough") && !a.context.contains("climbing gym"), "pruned away: {}", a.context);
+    assert!(a.context_tokens < a.unpruned_tokens);
+    assert_eq!(a.answer, "Ben: Which trail did you take? The one past the old mill?");
+    assert_eq!(a.kept.len(), 1);
+    assert_eq!(a.kept[0].id, "hike");
+    assert_eq!(a.kept[0].turn_ids, vec![2, 3]);
+    assert_eq!(a.sessions[0].id, "hike", "evidence: ranked sessions with scores");
+    assert!(a.sessions[0].score > 0.0 && !a.sessions[0].units.is_empty());
+
+    assert_eq!(a.spent.calls, 2);
+    assert!(a.spent.usage.input_tokens > 0 && a.spent.usage.output_tokens > 0 && !a.spent.usage.estimated);
+    let stats = m.stats();
+    assert_eq!((stats.llm.prune.calls, stats.llm.answer.calls), (1, 1));
+    assert_eq!(stats.llm.prune.input_tokens + stats.llm.answer.input_tokens, a.spent.usage.input_tokens);
+    assert!(stats.llm.answer.latency_ms > 0.0);
+
+    let log = server.log();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0]["body"]["response_format"]["json_schema"]["name"], "qdp_keep");
+    assert_eq!(log[1]["body"]["response_format"]["json_schema"]["name"], "answer");
+    let qdp_prompt = log[0]["body"]["messages"][1]["content"].as_str().unwrap();
+    assert!(qdp_prompt.contains("Question date: 2023-07-01 10:00 UTC"), "{qdp_prompt}");
+    let answer_prompt = log[1]["body"]["messages"][1]["content"].as_str().unwrap();
+    assert!(answer_prompt.starts_with("<memory>\n### Session hike (2023-05-08 13:56 UTC)"), "{answer_prompt}");
+}
+
+#[test]
+fn extractive_pruning_needs_no_llm_and_stays_within_budget() {
+    let mut m = memory();
+    let prune = PruneOptions { mode: PruneMode::Extractive, ..Default::default() };
+    let r = block_on(m.recall_pruned("How long did the dough proof?", RecallOptions::default(), &prune, None, NOW)).unwrap();
+    assert!(r.recall.context_tokens * 2 <= r.unpruned_tokens + 4, "{} of {}", r.recall.context_tokens, r.unpruned_tokens);
+    assert!(r.recall.context.contains("Overnight in the fridge"), "{}", r.recall.context);
+    assert_eq!(r.spent.calls, 0);
+    assert!(r.recall.sessions.iter().all(|s| s.units.len() <= 3), "units per session as asked");
+    assert_eq!(m.stats().llm.prune.calls, 0);
+
+    let none = PruneOptions::default();
+    let full = block_on(m.recall_pruned("How long did the dough proof?", RecallOptions::default(), &none, None, NOW)).unwrap();
+    assert_eq!(full.recall.context_tokens, full.unpruned_tokens);
+    let plain = block_on(m.recall("How long did the dough proof?", RecallOptions::default())).unwrap();
+    assert_eq!(full.recall.context, plain.context, "prune none renders exactly what recall renders");
+}
+
+#[test]
+fn qdp_without_an_llm_is_refused() {
+    let mut m = memory();
+    let prune = PruneOptions { mode: PruneMode::Llm, ..Default::default() };
+    let e = block_on(m.recall_pruned("bread?", RecallOptions::default(), &prune, None, NOW)).unwrap_err();
+    assert_eq!(e.code(), "LLM_UNAVAILABLE");
+}
+
+#[test]
+fn a_failing_llm_leaves_the_memory_intact_and_is_counted() {
+    let server = LlmServer::start();
+    let llm = client(&server);
+    let mut m = memory();
+    let before = m.stats();
+    server.script(json!([{"raw": "no idea"}, {"raw": "{\"keep\": [\"1."}]));
+    let e = block_on(m.answer("What bread did Ben bake?", &AnswerOptions::default(), &llm, NOW)).unwrap_err();
+    assert_eq!(e.code(), "LLM_BAD_REPLY");
+    let after = m.stats();
+    assert_eq!((after.sessions, after.turns, after.units), (before.sessions, before.turns, before.units));
+    assert_eq!((after.llm.prune.errors, after.llm.prune.calls, after.llm.answer.calls), (1, 0, 0));
+
+    // The server is back to its default mode: the same question now succeeds.
+    let a = block_on(m.answer("What bread did Ben bake?", &AnswerOptions::default(), &llm, NOW)).unwrap();
+    assert!(a.answer.contains("sourdough bread"), "{}", a.answer);
+    assert_eq!(m.stats().llm.answer.calls, 1);
+}
