@@ -12,8 +12,8 @@ pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneO
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
 use crate::error::{Error, Result};
-use crate::index::VectorIndex;
-use crate::recall;
+use crate::index::{Bm25Index, VectorIndex};
+use crate::recall::{self, RecallMethod};
 use crate::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
 use crate::types::{format_time, validate_message, InputLimits, MessageInput, Session, TimeMs, Turn, Unit, UnitMode};
 
@@ -56,11 +56,13 @@ pub struct RecallOptions {
     pub units_per_session: usize,
     /// Render sessions in time order (true) or by rank.
     pub chronological: bool,
+    /// How sessions are scored; [`RecallMethod::Tir`] is the papers' Turn Isolation Retrieval.
+    pub method: RecallMethod,
 }
 
 impl Default for RecallOptions {
     fn default() -> Self {
-        RecallOptions { k: 3, units_per_session: 3, chronological: true }
+        RecallOptions { k: 3, units_per_session: 3, chronological: true, method: RecallMethod::default() }
     }
 }
 
@@ -129,7 +131,11 @@ pub struct Memory<S: Store, R: Runtime> {
     turns: HashMap<u64, Turn>,
     units: HashMap<u32, Unit>,
     vectors: VectorIndex,
+    /// BM25 over the same units, for lexical evidence.
+    lexical: Bm25Index,
     scratch: Vec<f32>,
+    lexical_scratch: Vec<f32>,
+    rank_scratch: recall::Scratch,
 }
 
 impl<S: Store, R: Runtime> Memory<S, R> {
@@ -180,7 +186,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             turns: HashMap::new(),
             units: HashMap::new(),
             vectors: VectorIndex::new(DIM),
+            lexical: Bm25Index::new(),
             scratch: Vec::new(),
+            lexical_scratch: Vec::new(),
+            rank_scratch: recall::Scratch::default(),
         };
         let mut sessions = snapshot.sessions;
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
@@ -231,12 +240,15 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn insert_unit(&mut self, su: StoredUnit) {
         let Some(&n) = self.session_index.get(&su.unit.session) else { return };
         self.vectors.push(su.unit.id, n, &su.vectors);
+        let text = self.unit_text(&su.unit);
+        self.lexical.insert(su.unit.id, n, &text);
         self.units.insert(su.unit.id, su.unit);
     }
 
     fn remove_unit(&mut self, id: u32) {
         if self.units.remove(&id).is_some() {
             self.vectors.remove(id);
+            self.lexical.remove(id);
         }
     }
 
@@ -361,7 +373,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.units.values().find(|u| u.turn_ids.contains(&turn)).cloned()
     }
 
-    /// Turn Isolation Retrieval over all stored units, then the top-k sessions rendered as text.
+    /// Ranks sessions by `options.method` over all stored units (dense, lexical or both), then renders the top-k
+    /// sessions as text.
     pub async fn recall(&mut self, query: &str, options: RecallOptions) -> Result<RecallResult> {
         if query.trim().is_empty() {
             return Err(Error::invalid("the query is empty"));
@@ -374,7 +387,20 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
         let q = self.embedder.embed_query(query).await?;
         self.vectors.scores_into(&q, &mut self.scratch);
-        let ranked = recall::tir(&self.scratch, self.vectors.sessions(), options.k, options.units_per_session);
+        self.lexical_scratch.clear();
+        if options.method.uses_lexical() {
+            self.lexical.scores_into(&self.lexical.query(query), &mut self.lexical_scratch);
+        }
+        let evidence = recall::Evidence {
+            dense: &self.scratch,
+            row_session: self.vectors.sessions(),
+            row_unit: self.vectors.owners(),
+            lexical: &self.lexical,
+            lexical_scores: &self.lexical_scratch,
+            sessions: self.sessions.len(),
+        };
+        let ranked =
+            recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch);
         let mut sessions: Vec<RecalledSession> = ranked
             .iter()
             .enumerate()
@@ -472,6 +498,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.turns.clear();
         self.units.clear();
         self.vectors = VectorIndex::new(DIM);
+        self.lexical.clear();
         Ok(())
     }
 

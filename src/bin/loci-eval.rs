@@ -1,0 +1,572 @@
+//! `loci-eval`: the retrieval benchmark, natively (BENCHMARK_PROTOCOL.md).
+//!
+//! ```text
+//! cargo run --release --bin loci-eval -- locomo --data ../shared/data/locomo/locomo10.json [--method M|all] [--json PATH]
+//! cargo run --release --bin loci-eval -- longmemeval --data FILE [--method M|all] [--json PATH]
+//! ```
+//!
+//! It ingests each corpus through the library itself — one [`Memory`] over a [`MemStore`] per LoCoMo conversation
+//! (per LongMemEval question), `add_messages` per session — and ranks with `Memory::recall`, so the figures are
+//! those of the product's code path. The only thing added here is a cache of window embeddings on disk
+//! (`target/loci-eval-cache/`, keyed by the model file's hash and the window's token ids) so that iterating on
+//! ranking methods does not re-run the model; its hits are bit-identical to the model's output.
+//!
+//! Native only: on wasm32 this binary is an empty `main`.
+
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    if let Err(e) = cli::main() {
+        eprintln!("loci-eval: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod cli {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::io::{Read, Write};
+    use std::path::{Path, PathBuf};
+    use std::rc::Rc;
+    use std::time::Instant;
+
+    use async_trait::async_trait;
+    use indicatif::{ProgressBar, ProgressStyle};
+    use loci::embed::{
+        default_dylib_path, default_model_dir, Batch, Device, EmbedConfig, Embedder, OnnxRuntime, Runtime, DIM,
+    };
+    use loci::eval::report::{aggregate, QuestionResult, Report};
+    use loci::eval::{locomo, longmemeval, EvalCorpus, GroundTruth};
+    use loci::memory::{Memory, MemoryConfig, RecallOptions};
+    use loci::recall::{self, RecallMethod};
+    use loci::store::MemStore;
+    use loci::text::WordPiece;
+    use loci::types::{MessageInput, TimeInput, UnitMode};
+    use pollster::block_on;
+    use serde_json::{json, Map, Value};
+
+    const USAGE: &str = "usage: loci-eval (locomo|longmemeval) --data FILE [--method NAME|all] [--json PATH]
+       [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N]
+methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
+
+    struct Args {
+        dataset: String,
+        data: PathBuf,
+        methods: Vec<Method>,
+        json: Option<PathBuf>,
+        unit_mode: UnitMode,
+        truncate: bool,
+        threads: usize,
+        cache: bool,
+        limit: Option<usize>,
+    }
+
+    /// A benchmarked method: one of the library's, or the session-level baseline (whole session embedded).
+    #[derive(Clone, Copy, PartialEq)]
+    enum Method {
+        Library { method: RecallMethod, is_default: bool },
+        SessionLevel,
+    }
+
+    impl Method {
+        fn key(self) -> String {
+            match self {
+                Method::Library { is_default: true, .. } => "default".into(),
+                Method::Library { method, .. } => method.name(),
+                Method::SessionLevel => "session".into(),
+            }
+        }
+        fn label(self) -> String {
+            match self {
+                Method::Library { method, is_default: true } => format!("default ({})", method.name()),
+                m => m.key(),
+            }
+        }
+    }
+
+    fn parse_method(s: &str) -> Result<Vec<Method>, String> {
+        let default = Method::Library { method: RecallMethod::default(), is_default: true };
+        Ok(match s {
+            "all" => {
+                let mut v = vec![default, Method::SessionLevel];
+                v.extend(
+                    RecallMethod::ALL
+                        .into_iter()
+                        .filter(|&m| m != RecallMethod::default())
+                        .map(|method| Method::Library { method, is_default: false }),
+                );
+                v
+            }
+            "default" => vec![default],
+            "session" => vec![Method::SessionLevel],
+            name => {
+                let method: RecallMethod = name.parse()?;
+                vec![Method::Library { method, is_default: false }]
+            }
+        })
+    }
+
+    fn parse_args() -> Result<Args, String> {
+        let mut it = std::env::args().skip(1);
+        let dataset = it.next().ok_or(USAGE)?;
+        if dataset != "locomo" && dataset != "longmemeval" {
+            return Err(USAGE.into());
+        }
+        let mut args = Args {
+            dataset,
+            data: PathBuf::new(),
+            methods: parse_method("default")?,
+            json: None,
+            unit_mode: UnitMode::Pair,
+            truncate: true,
+            threads: 1,
+            cache: true,
+            limit: None,
+        };
+        while let Some(a) = it.next() {
+            let mut value = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
+            match a.as_str() {
+                "--data" => args.data = value()?.into(),
+                "--method" => {
+                    let v = value()?;
+                    args.methods = v.split(',').map(parse_method).collect::<Result<Vec<_>, _>>()?.concat();
+                }
+                "--json" => args.json = Some(value()?.into()),
+                "--units" => {
+                    args.unit_mode = match value()?.as_str() {
+                        "pair" => UnitMode::Pair,
+                        "single" => UnitMode::Single,
+                        u => return Err(format!("--units {u}: pair or single")),
+                    }
+                }
+                "--no-truncate" => args.truncate = false,
+                "--threads" => args.threads = value()?.parse().map_err(|_| "--threads N")?,
+                "--no-cache" => args.cache = false,
+                "--limit" => args.limit = Some(value()?.parse().map_err(|_| "--limit N")?),
+                "-h" | "--help" => return Err(USAGE.into()),
+                _ => return Err(format!("unknown argument {a}\n{USAGE}")),
+            }
+        }
+        if args.data.as_os_str().is_empty() {
+            return Err(format!("--data is required\n{USAGE}"));
+        }
+        Ok(args)
+    }
+
+    pub fn main() -> Result<(), String> {
+        let args = parse_args()?;
+        let load = |gt| match args.dataset.as_str() {
+            "locomo" => locomo::load(&args.data, gt),
+            _ => longmemeval::load(&args.data, gt),
+        };
+        let mut variants: Vec<(GroundTruth, Vec<EvalCorpus>)> =
+            vec![(GroundTruth::Paper, load(GroundTruth::Paper)?), (GroundTruth::Clean, load(GroundTruth::Clean)?)];
+        if let Some(n) = args.limit {
+            variants.iter_mut().for_each(|(_, c)| c.truncate(n));
+        }
+        let label: fn(&str) -> Option<&'static str> =
+            if args.dataset == "locomo" { locomo::category_name } else { |_| None };
+
+        let model_dir = default_model_dir();
+        let model = std::fs::read(model_dir.join("model.onnx"))
+            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs native`", model_dir.display()))?;
+        let tokenizer = std::fs::read_to_string(model_dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
+        let tokenizer = WordPiece::from_tokenizer_json(&tokenizer).map_err(|e| e.to_string())?;
+        let dylib = default_dylib_path().ok_or("no onnxruntime library; run `node scripts/setup.mjs native`")?;
+        let ort = OnnxRuntime::native(&model, &dylib, args.threads).map_err(|e| e.to_string())?;
+        let cache_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join("loci-eval-cache")
+            .join(format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model)));
+        let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, args.cache.then_some(cache_path))?)));
+        let embed = EmbedConfig { truncate: args.truncate, ..EmbedConfig::default() };
+        let config = MemoryConfig { unit_mode: args.unit_mode, embed, ..MemoryConfig::default() };
+        let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
+
+        // Ingest every corpus once (the variants share their sessions; only the questions differ).
+        let corpora = &variants[0].1;
+        let units_total: usize = corpora.iter().flat_map(|c| &c.sessions).map(|s| s.turns.len()).sum();
+        let bar = progress(units_total as u64, "ingest (turns)");
+        let started = Instant::now();
+        let mut memories: HashMap<String, Memory<MemStore, SharedRuntime>> = HashMap::new();
+        let (mut n_sessions, mut n_units) = (0, 0);
+        for corpus in corpora {
+            let mut memory = block_on(Memory::open(MemStore::new(), embedder()?, config)).map_err(|e| e.to_string())?;
+            for (i, session) in corpus.sessions.iter().enumerate() {
+                let time = session_time(&session.date).unwrap_or(i as f64 * 86_400_000.0);
+                let messages: Vec<MessageInput> = session
+                    .turns
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| MessageInput {
+                        speaker: Some(t.speaker.clone()),
+                        content: t.text.clone(),
+                        caption: t.caption.clone(),
+                        time: Some(TimeInput::Millis(time + j as f64 * 1000.0)),
+                        ..Default::default()
+                    })
+                    .collect();
+                block_on(memory.add_messages(&messages, Some(&session.id), time))
+                    .map_err(|e| format!("{} {}: {e}", corpus.id, session.id))?;
+                bar.inc(session.turns.len() as u64);
+            }
+            let stats = memory.stats();
+            n_sessions += stats.sessions;
+            n_units += stats.units;
+            memories.insert(corpus.id.clone(), memory);
+        }
+        bar.finish_and_clear();
+        let embed_seconds = started.elapsed().as_secs_f64();
+        runtime.0.borrow_mut().save()?;
+        let (hits, misses) = runtime.0.borrow().counts();
+        eprintln!(
+            "ingested {} corpora, {n_sessions} sessions, {n_units} units in {embed_seconds:.1} s \
+             (window cache: {hits} hits, {misses} model runs)",
+            corpora.len()
+        );
+
+        // Session-level baseline vectors, only when asked for.
+        let mut session_vectors: HashMap<String, (Vec<f32>, Vec<u32>)> = HashMap::new();
+        if args.methods.contains(&Method::SessionLevel) {
+            let mut e = embedder()?;
+            for corpus in corpora {
+                let texts: Vec<String> = corpus
+                    .sessions
+                    .iter()
+                    .map(|s| s.turns.iter().map(|t| t.utterance()).collect::<Vec<_>>().join("\n"))
+                    .collect();
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let windows = block_on(e.embed(&refs)).map_err(|e| e.to_string())?;
+                let rows = windows.iter().map(|w| w.text as u32).collect();
+                session_vectors.insert(corpus.id.clone(), (windows.into_iter().flat_map(|w| w.vector).collect(), rows));
+            }
+            runtime.0.borrow_mut().save()?;
+        }
+
+        let mut out = Map::new();
+        for (gt, corpora) in &variants {
+            let n_questions: usize = corpora.iter().map(|c| c.questions.len()).sum();
+            let mut per_method = Map::new();
+            let mut summary: Vec<(String, Report)> = Vec::new();
+            for &method in &args.methods {
+                let bar = progress(n_questions as u64, &format!("{} {}", gt.name(), method.label()));
+                let mut results = Vec::with_capacity(n_questions);
+                let started = Instant::now();
+                for corpus in corpora {
+                    let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+                    for q in &corpus.questions {
+                        let ranking = match method {
+                            Method::Library { method, .. } => {
+                                let options =
+                                    RecallOptions { k: 10, units_per_session: 1, chronological: false, method };
+                                let r = block_on(memory.recall(&q.question, options)).map_err(|e| e.to_string())?;
+                                r.sessions.into_iter().map(|s| s.id).collect()
+                            }
+                            Method::SessionLevel => {
+                                let (vectors, rows) = &session_vectors[&corpus.id];
+                                let qv = block_on(memory_embedder_query(&runtime, &tokenizer, embed, &q.question))?;
+                                let scores: Vec<f32> = vectors
+                                    .chunks_exact(DIM)
+                                    .map(|v| v.iter().zip(&qv).map(|(a, b)| a * b).sum())
+                                    .collect();
+                                recall::tir(&scores, rows, 10, 1)
+                                    .into_iter()
+                                    .map(|s| corpus.sessions[s.session as usize].id.clone())
+                                    .collect()
+                            }
+                        };
+                        results.push(QuestionResult::new(q, ranking));
+                        bar.inc(1);
+                    }
+                }
+                let seconds = started.elapsed().as_secs_f64();
+                bar.finish_and_clear();
+                let report = aggregate(&results);
+                let mut entry = match serde_json::to_value(&report.overall) {
+                    Ok(Value::Object(m)) => m,
+                    _ => return Err("scores did not serialise as a map".into()),
+                };
+                entry.insert("per_category".into(), report.to_json()["per_category"].clone());
+                if let Method::Library { method, .. } = method {
+                    entry.insert("method".into(), json!(method.name()));
+                }
+                entry.insert("questions".into(), json!(n_questions));
+                entry.insert("corpora".into(), json!(corpora.len()));
+                entry.insert("sessions".into(), json!(n_sessions));
+                entry.insert("units".into(), json!(n_units));
+                entry.insert("unit_mode".into(), json!(args.unit_mode));
+                entry.insert("truncate".into(), json!(args.truncate));
+                entry.insert("embed_seconds".into(), json!(round3(embed_seconds)));
+                entry.insert("embed_cache_hits".into(), json!(hits));
+                entry.insert("ms_per_query".into(), json!(round3(seconds * 1000.0 / n_questions.max(1) as f64)));
+                per_method.insert(method.key(), Value::Object(entry));
+                println!("{}", report.format_table(&format!("{} — {}", gt.name(), method.label()), label));
+                summary.push((method.label(), report));
+            }
+            if summary.len() > 1 {
+                println!("{}", summary_table(gt.name(), &summary));
+            }
+            out.insert(gt.name().into(), Value::Object(per_method));
+        }
+        if let Some(path) = &args.json {
+            let text = serde_json::to_string_pretty(&Value::Object(out)).map_err(|e| e.to_string())?;
+            std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        runtime.0.borrow_mut().save()?;
+        Ok(())
+    }
+
+    async fn memory_embedder_query(
+        runtime: &SharedRuntime,
+        tokenizer: &WordPiece,
+        config: EmbedConfig,
+        text: &str,
+    ) -> Result<Vec<f32>, String> {
+        let mut e = Embedder::new(tokenizer.clone(), runtime.clone(), config).map_err(|e| e.to_string())?;
+        e.embed_query(text).await.map_err(|e| e.to_string())
+    }
+
+    fn round3(x: f64) -> f64 {
+        (x * 1000.0).round() / 1000.0
+    }
+
+    /// One line per method: the headline metrics and multi-hop (LoCoMo category 1).
+    fn summary_table(variant: &str, rows: &[(String, Report)]) -> String {
+        let mut s = format!(
+            "{variant}: {:<22} {:>12} {:>11} {:>12} {:>13} {:>14}\n",
+            "method", "recall_all@3", "ndcg_any@3", "recall_all@5", "recall_all@10", "multi-hop r@3"
+        );
+        for (name, r) in rows {
+            let cat1 = r.per_category.iter().find(|(c, _)| c == "1").and_then(|(_, s)| s.get("recall_all@3"));
+            s.push_str(&format!(
+                "{:w$}  {name:<22} {:>12.2} {:>11.2} {:>12.2} {:>13.2} {:>14}\n",
+                "",
+                r.overall.get("recall_all@3").unwrap_or(f64::NAN),
+                r.overall.get("ndcg_any@3").unwrap_or(f64::NAN),
+                r.overall.get("recall_all@5").unwrap_or(f64::NAN),
+                r.overall.get("recall_all@10").unwrap_or(f64::NAN),
+                cat1.map_or("-".into(), |v| format!("{v:.2}")),
+                w = variant.len()
+            ));
+        }
+        s
+    }
+
+    fn progress(len: u64, what: &str) -> ProgressBar {
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>28} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(what.to_string());
+        bar
+    }
+
+    /// A session's date as epoch milliseconds: LoCoMo `1:56 pm on 8 May, 2023`, LongMemEval `2023/05/20 (Sat) 02:21`.
+    pub(crate) fn session_time(date: &str) -> Option<f64> {
+        let d = date.trim();
+        let formats = ["%I:%M %p on %d %B, %Y", "%Y/%m/%d (%a) %H:%M"];
+        formats
+            .iter()
+            .find_map(|f| chrono::NaiveDateTime::parse_from_str(d, f).ok())
+            .map(|dt| dt.and_utc().timestamp_millis() as f64)
+    }
+
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+    /// FNV-1a, 64 bits: stable across runs and Rust versions (unlike `DefaultHasher`).
+    fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
+        bytes.iter().fold(seed, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    }
+
+    /// One runtime shared by all memories of a run (one onnxruntime session, one cache).
+    #[derive(Clone)]
+    pub(crate) struct SharedRuntime(Rc<RefCell<CachedRuntime<OnnxRuntime>>>);
+
+    #[async_trait(?Send)]
+    impl Runtime for SharedRuntime {
+        async fn last_hidden_state(&mut self, batch: &Batch) -> loci::Result<Vec<f32>> {
+            let mut inner = self.0.borrow_mut();
+            inner.last_hidden_state(batch).await
+        }
+        fn device(&self) -> Device {
+            self.0.borrow().device()
+        }
+    }
+
+    /// Caches, per window (key: the window's token ids), the **sum** of its token states — what masked mean
+    /// pooling adds up before dividing. A hit returns that sum at the window's first position and zeros at its
+    /// other real positions, so `mean_pool_normalize` adds exactly the same numbers and yields bit-identical
+    /// vectors.
+    pub(crate) struct CachedRuntime<R: Runtime> {
+        inner: R,
+        sums: HashMap<u64, Vec<f32>>,
+        path: Option<PathBuf>,
+        dirty: bool,
+        hits: usize,
+        misses: usize,
+    }
+
+    const MAGIC: &[u8; 8] = b"LOCIEC01";
+
+    impl<R: Runtime> CachedRuntime<R> {
+        pub(crate) fn new(inner: R, path: Option<PathBuf>) -> Result<Self, String> {
+            let mut sums = HashMap::new();
+            if let Some(p) = &path {
+                if let Ok(mut f) = std::fs::File::open(p) {
+                    let mut bytes = Vec::new();
+                    f.read_to_end(&mut bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+                    let record = 8 + DIM * 4;
+                    if bytes.len() < 8 || &bytes[..8] != MAGIC || (bytes.len() - 8) % record != 0 {
+                        eprintln!("ignoring damaged cache {}", p.display());
+                    } else {
+                        for r in bytes[8..].chunks_exact(record) {
+                            let key = u64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
+                            let v =
+                                r[8..].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+                            sums.insert(key, v);
+                        }
+                    }
+                }
+            }
+            Ok(CachedRuntime { inner, sums, path, dirty: false, hits: 0, misses: 0 })
+        }
+
+        fn counts(&self) -> (usize, usize) {
+            (self.hits, self.misses)
+        }
+
+        fn save(&mut self) -> Result<(), String> {
+            let (Some(p), true) = (&self.path, self.dirty) else {
+                return Ok(());
+            };
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+            let tmp = p.with_extension("tmp");
+            let mut f =
+                std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
+            let io = |e: std::io::Error| e.to_string();
+            f.write_all(MAGIC).map_err(io)?;
+            for (k, v) in &self.sums {
+                f.write_all(&k.to_le_bytes()).map_err(io)?;
+                for x in v {
+                    f.write_all(&x.to_le_bytes()).map_err(io)?;
+                }
+            }
+            f.flush().map_err(io)?;
+            drop(f);
+            std::fs::rename(&tmp, p).map_err(io)?;
+            self.dirty = false;
+            Ok(())
+        }
+
+        /// The key of row `r`: its real (unmasked) token ids.
+        fn key(batch: &Batch, r: usize) -> u64 {
+            let ids = &batch.input_ids[r * batch.seq..(r + 1) * batch.seq];
+            let mask = &batch.attention_mask[r * batch.seq..(r + 1) * batch.seq];
+            ids.iter().zip(mask).filter(|(_, &m)| m != 0).fold(FNV_OFFSET, |h, (&id, _)| fnv1a(h, &id.to_le_bytes()))
+        }
+
+        async fn last_hidden_state(&mut self, batch: &Batch) -> loci::Result<Vec<f32>> {
+            let keys: Vec<u64> = (0..batch.rows).map(|r| Self::key(batch, r)).collect();
+            if keys.iter().any(|k| !self.sums.contains_key(k)) {
+                self.misses += batch.rows;
+                let hidden = self.inner.last_hidden_state(batch).await?;
+                for (r, &k) in keys.iter().enumerate() {
+                    if self.sums.contains_key(&k) {
+                        continue;
+                    }
+                    // The same sum, in the same order, as `mean_pool_normalize`.
+                    let mut sum = vec![0.0f32; DIM];
+                    for s in 0..batch.seq {
+                        if batch.attention_mask[r * batch.seq + s] == 0 {
+                            continue;
+                        }
+                        let h = &hidden[(r * batch.seq + s) * DIM..(r * batch.seq + s + 1) * DIM];
+                        for (a, b) in sum.iter_mut().zip(h) {
+                            *a += b;
+                        }
+                    }
+                    self.sums.insert(k, sum);
+                    self.dirty = true;
+                }
+            } else {
+                self.hits += batch.rows;
+            }
+            let mut out = vec![0.0f32; batch.rows * batch.seq * DIM];
+            for (r, k) in keys.iter().enumerate() {
+                let first = batch.attention_mask[r * batch.seq..(r + 1) * batch.seq].iter().position(|&m| m != 0);
+                if let Some(s) = first {
+                    out[(r * batch.seq + s) * DIM..(r * batch.seq + s + 1) * DIM].copy_from_slice(&self.sums[k]);
+                }
+            }
+            Ok(out)
+        }
+
+        fn device(&self) -> Device {
+            self.inner.device()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use loci::embed::mean_pool_normalize;
+
+        /// A fake model: deterministic, position-dependent states.
+        struct Fake;
+
+        #[async_trait(?Send)]
+        impl Runtime for Fake {
+            async fn last_hidden_state(&mut self, batch: &Batch) -> loci::Result<Vec<f32>> {
+                let mut x = 0x2545_f491_4f6c_dd1du64;
+                Ok((0..batch.rows * batch.seq * DIM)
+                    .map(|i| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        ((x % 20_000) as f32 / 10_000.0 - 1.0) * (1.0 + (i % 7) as f32)
+                    })
+                    .collect())
+            }
+            fn device(&self) -> Device {
+                Device::Cpu
+            }
+        }
+
+        #[test]
+        fn cache_hits_pool_to_bit_identical_vectors() {
+            let batch = loci::embed::pad_batch([&[101u32, 7, 8, 9, 102][..], &[101, 5, 102][..]].into_iter(), 0);
+            let direct = block_on(Fake.last_hidden_state(&batch)).unwrap();
+            let direct = mean_pool_normalize(&direct, &batch.attention_mask, batch.rows, batch.seq, DIM).unwrap();
+            let dir = std::env::temp_dir().join(format!("loci-eval-cache-test-{}", std::process::id()));
+            let path = dir.join("c.bin");
+            let mut cached = CachedRuntime::new(Fake, Some(path.clone())).unwrap();
+            let first = block_on(cached.last_hidden_state(&batch)).unwrap();
+            cached.save().unwrap();
+            let mut reloaded = CachedRuntime::new(Fake, Some(path)).unwrap();
+            let second = block_on(reloaded.last_hidden_state(&batch)).unwrap();
+            assert_eq!(reloaded.counts(), (2, 0), "served from the file");
+            for hidden in [first, second] {
+                let v = mean_pool_normalize(&hidden, &batch.attention_mask, batch.rows, batch.seq, DIM).unwrap();
+                let same = v.iter().flatten().zip(direct.iter().flatten()).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "cached vectors differ from the model's");
+            }
+            std::fs::remove_dir_all(dir).ok();
+        }
+
+        #[test]
+        fn parses_both_datasets_dates() {
+            assert_eq!(session_time("1:56 pm on 8 May, 2023"), Some(1_683_554_160_000.0));
+            assert_eq!(session_time("10:04 am on 19 January, 2023").is_some(), true);
+            assert_eq!(session_time("2023/05/20 (Sat) 02:21"), Some(1_684_549_260_000.0));
+            assert_eq!(session_time("someday"), None);
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Lexical index: Okapi BM25 over the same units the vector index holds, kept in step with them (insert and remove
+//! by unit id, exact document-length statistics at every moment). It never embeds and never ranks sessions; it only
+//! scores units, into a buffer the caller owns.
+//!
+//! Hand-written rather than the `bm25` crate: that crate fixes `avgdl` when its embedder is fitted ("upserting
+//! changes avgdl … the more it drifts, the less accurate") and returns freshly allocated, sorted match lists; a
+//! memory that grows one message at a time needs exact statistics after every insert/remove and a score for every
+//! unit written into a reused buffer. It also brings language detection and per-language stemmers the wasm build
+//! would pay for. What we need is ~200 lines: an inverted index, English stopwords and a light suffix stemmer.
+
+use std::collections::HashMap;
+
+/// BM25 k1 (term-frequency saturation); 1.2 is the usual default (Robertson & Zaragoza, 2009).
+pub const K1: f32 = 1.2;
+/// BM25 b (length normalisation); 0.75 is the usual default.
+pub const B: f32 = 0.75;
+
+/// One indexed unit.
+#[derive(Debug, Clone)]
+struct Doc {
+    unit: u32,
+    session: u32,
+    len: u32,
+    /// (term, frequency), each term once.
+    terms: Vec<(u32, u16)>,
+}
+
+/// An inverted index over units. Document numbers are dense (`0..len()`) and change on removal (swap-remove).
+#[derive(Debug, Clone, Default)]
+pub struct Bm25Index {
+    vocab: HashMap<String, u32>,
+    /// Per term: (document, frequency).
+    postings: Vec<Vec<(u32, u16)>>,
+    docs: Vec<Doc>,
+    doc_of_unit: HashMap<u32, u32>,
+    total_len: u64,
+}
+
+/// A tokenized query: term ids known to the index, with their frequency in the query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    terms: Vec<(u32, u16)>,
+}
+
+impl Query {
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
+impl Bm25Index {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of indexed units.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Unit of each document number.
+    pub fn unit(&self, doc: usize) -> u32 {
+        self.docs[doc].unit
+    }
+
+    /// Session number of each document number.
+    pub fn session(&self, doc: usize) -> u32 {
+        self.docs[doc].session
+    }
+
+    /// The document number of a unit, if indexed.
+    pub fn doc_of(&self, unit: u32) -> Option<usize> {
+        self.doc_of_unit.get(&unit).map(|&d| d as usize)
+    }
+
+    /// Indexes `text` as `unit` of `session` (replacing an earlier version of the unit).
+    pub fn insert(&mut self, unit: u32, session: u32, text: &str) {
+        self.remove(unit);
+        let mut counts: HashMap<u32, u16> = HashMap::new();
+        let mut len = 0u32;
+        for token in tokens(text) {
+            let next = self.vocab.len() as u32;
+            let id = *self.vocab.entry(token).or_insert(next);
+            if id as usize == self.postings.len() {
+                self.postings.push(Vec::new());
+            }
+            let c = counts.entry(id).or_insert(0);
+            *c = c.saturating_add(1);
+            len += 1;
+        }
+        let d = self.docs.len() as u32;
+        let mut terms: Vec<(u32, u16)> = counts.into_iter().collect();
+        terms.sort_unstable();
+        for &(t, tf) in &terms {
+            self.postings[t as usize].push((d, tf));
+        }
+        self.total_len += len as u64;
+        self.doc_of_unit.insert(unit, d);
+        self.docs.push(Doc { unit, session, len, terms });
+    }
+
+    /// Removes a unit (no-op when absent). Swap-remove: the last document takes its number.
+    pub fn remove(&mut self, unit: u32) {
+        let Some(d) = self.doc_of_unit.remove(&unit) else {
+            return;
+        };
+        let doc = self.docs.swap_remove(d as usize);
+        self.total_len -= doc.len as u64;
+        for &(t, _) in &doc.terms {
+            self.postings[t as usize].retain(|&(x, _)| x != d);
+        }
+        let moved = self.docs.len() as u32; // the old number of the document now at `d`
+        if d != moved {
+            let m = &self.docs[d as usize];
+            for &(t, _) in &m.terms {
+                for p in self.postings[t as usize].iter_mut().filter(|p| p.0 == moved) {
+                    p.0 = d;
+                }
+            }
+            self.doc_of_unit.insert(m.unit, d);
+        }
+    }
+
+    /// Empties the index.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Tokenizes a query against the vocabulary (terms the index has never seen cannot score and are dropped).
+    pub fn query(&self, text: &str) -> Query {
+        let mut terms: Vec<(u32, u16)> = Vec::new();
+        for token in tokens(text) {
+            if let Some(&id) = self.vocab.get(&token) {
+                match terms.iter_mut().find(|(t, _)| *t == id) {
+                    Some(e) => e.1 = e.1.saturating_add(1),
+                    None => terms.push((id, 1)),
+                }
+            }
+        }
+        Query { terms }
+    }
+
+    /// The BM25 idf of a term: ln(1 + (N − df + 0.5) / (df + 0.5)), always positive (the Lucene form).
+    fn idf(&self, term: u32) -> f32 {
+        let n = self.docs.len() as f32;
+        let df = self.postings[term as usize].len() as f32;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// BM25 score of every document into `out` (cleared first; indexed by document number). A query term counts
+    /// once per occurrence in the query. Allocates nothing once `out` has grown to the index size.
+    pub fn scores_into(&self, query: &Query, out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(self.docs.len(), 0.0);
+        if self.docs.is_empty() {
+            return;
+        }
+        let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
+        for &(t, qtf) in &query.terms {
+            let w = self.idf(t) * qtf as f32;
+            for &(d, tf) in &self.postings[t as usize] {
+                let tf = tf as f32;
+                let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
+                out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+    }
+}
+
+/// English stopwords (a short list: function words, auxiliaries, pronouns). Question words are stopwords too:
+/// they say what kind of answer is wanted, not where it is.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
+    "but", "by", "can", "could", "d", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "ll", "m",
+    "me", "my", "no", "not", "of", "on", "or", "our", "ours", "re", "s", "she", "so", "some", "such", "t", "than",
+    "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "to", "too", "up",
+    "us", "ve", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will",
+    "with", "would", "you", "your", "yours",
+];
+
+fn is_stopword(w: &str) -> bool {
+    STOPWORDS.binary_search(&w).is_ok()
+}
+
+/// Lower-cased alphanumeric runs, stopwords removed, each reduced by [`stem`].
+pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .filter(|w| !is_stopword(w))
+        .map(|w| stem(&w))
+}
+
+/// A light English suffix stemmer (plurals, -ing, -ed, -ly, a few derivational endings), in the spirit of the
+/// "S-stemmer" and Porter's step 1: conservative, so that distinct words rarely merge. Non-ASCII words are kept.
+pub fn stem(w: &str) -> String {
+    if !w.is_ascii() || w.len() <= 3 || w.bytes().any(|b| b.is_ascii_digit()) {
+        return w.to_string();
+    }
+    let has_vowel = |s: &str| s.bytes().any(|b| b"aeiouy".contains(&b));
+    let mut s = w.to_string();
+    // Plurals and third person.
+    if s.ends_with("sses") {
+        s.truncate(s.len() - 2);
+    } else if s.ends_with("ies") && s.len() > 4 {
+        s.truncate(s.len() - 3);
+        s.push('i');
+    } else if s.ends_with('s') && !s.ends_with("ss") && !s.ends_with("us") && !s.ends_with("is") {
+        s.pop();
+    }
+    // -ing, -ed: only when a vowel stays in the stem ("sing", "bed" stay).
+    for suffix in ["ing", "ed"] {
+        if s.len() > suffix.len() + 2 && s.ends_with(suffix) && has_vowel(&s[..s.len() - suffix.len()]) {
+            s.truncate(s.len() - suffix.len());
+            let b = s.as_bytes();
+            let n = b.len();
+            if n >= 2 && b[n - 1] == b[n - 2] && !b"lsz".contains(&b[n - 1]) {
+                s.pop(); // running → run, stopped → stop
+            } else if s.ends_with("at") || s.ends_with("bl") || s.ends_with("iz") {
+                s.push('e'); // created → create
+            }
+            break;
+        }
+    }
+    if s.len() > 5 && s.ends_with("ly") {
+        s.truncate(s.len() - 2);
+    }
+    // A final -e varies with the suffixes above ("create"/"creat-ing"): drop it; a final -y after a consonant
+    // becomes -i as in "parti-es" and "happi-ly" (Porter's step 1c).
+    if s.len() > 3 && s.ends_with('e') {
+        s.pop();
+    } else if s.len() > 2 && s.ends_with('y') && !b"aeiou".contains(&s.as_bytes()[s.len() - 2]) {
+        s.pop();
+        s.push('i');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]), "STOPWORDS must stay sorted");
+    }
+
+    #[test]
+    fn stemming_merges_inflections_only() {
+        for (a, b) in [
+            ("painting", "paints"),
+            ("painted", "paint"),
+            ("hiking", "hikes"),
+            ("parties", "party"),
+            ("running", "runs"),
+            ("created", "creates"),
+            ("happily", "happy"),
+            ("adopted", "adoption"),
+        ] {
+            if a == "adopted" {
+                assert_ne!(stem(a), stem(b), "{a} {b}");
+            } else {
+                assert_eq!(stem(a), stem(b), "{a} {b}");
+            }
+        }
+        assert_ne!(stem("sing"), stem("sign"));
+        assert_ne!(stem("party"), stem("part"));
+        assert_eq!(stem("bus"), "bus");
+        assert_eq!(stem("2023"), "2023");
+    }
+
+    #[test]
+    fn tokens_drop_stopwords_and_punctuation() {
+        let t: Vec<String> = tokens("[Caroline]: What's the LGBTQ support group she went to?").collect();
+        assert_eq!(t, vec!["carolin", "lgbtq", "support", "group", "went"]);
+    }
+
+    fn tiny() -> Bm25Index {
+        let mut ix = Bm25Index::new();
+        ix.insert(10, 0, "the cat sat on the mat");
+        ix.insert(11, 0, "a dog chased the cat and the cat ran");
+        ix.insert(12, 1, "stock markets fell sharply");
+        ix
+    }
+
+    /// BM25 by the textbook formula, for one term.
+    fn reference(tf: f32, df: f32, n: f32, len: f32, avgdl: f32) -> f32 {
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avgdl))
+    }
+
+    #[test]
+    fn scores_match_the_formula_on_a_tiny_corpus() {
+        let ix = tiny();
+        // Lengths after stopwords: [cat sat mat] = 3, [dog chas cat cat ran] = 5, [stock market fell sharp] = 4.
+        let avgdl = 12.0 / 3.0;
+        let mut out = Vec::new();
+        ix.scores_into(&ix.query("cat"), &mut out);
+        assert!((out[0] - reference(1.0, 2.0, 3.0, 3.0, avgdl)).abs() < 1e-6);
+        assert!((out[1] - reference(2.0, 2.0, 3.0, 5.0, avgdl)).abs() < 1e-6);
+        assert_eq!(out[2], 0.0);
+        ix.scores_into(&ix.query("Markets falling? cats!"), &mut out);
+        assert!(out[2] > out[0] && out[0] > 0.0);
+        ix.scores_into(&ix.query("unknown words only"), &mut out);
+        assert!(out.iter().all(|&s| s == 0.0));
+    }
+
+    #[test]
+    fn remove_and_reinsert_keep_statistics_exact() {
+        let mut ix = tiny();
+        ix.remove(10);
+        assert_eq!(ix.len(), 2);
+        assert_eq!(ix.doc_of(10), None);
+        // The last document (unit 12) moved to number 0.
+        assert_eq!((ix.unit(0), ix.session(0)), (12, 1));
+        let mut out = Vec::new();
+        ix.scores_into(&ix.query("cat market"), &mut out);
+        let fresh = {
+            let mut f = Bm25Index::new();
+            f.insert(11, 0, "a dog chased the cat and the cat ran");
+            f.insert(12, 1, "stock markets fell sharply");
+            let mut o = Vec::new();
+            f.scores_into(&f.query("cat market"), &mut o);
+            o
+        };
+        assert_eq!(out[ix.doc_of(11).unwrap()], fresh[0]);
+        assert_eq!(out[ix.doc_of(12).unwrap()], fresh[1]);
+        ix.insert(12, 1, "cat");
+        assert_eq!(ix.len(), 2);
+        ix.scores_into(&ix.query("market"), &mut out);
+        assert!(out.iter().all(|&s| s == 0.0), "the replaced text no longer matches");
+        ix.clear();
+        assert!(ix.is_empty());
+    }
+}
