@@ -27,4 +27,6 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
     ...(webgpu ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
   });
 }
+step("build the package", "node", ["scripts/build.mjs"]);
+step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
 console.log("\nall tests passed");

@@ -40,6 +40,7 @@ pub enum TimeInput {
 
 /// One stored utterance.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct Turn {
     pub id: u64,
     pub session: String,
@@ -71,6 +72,7 @@ impl Turn {
 
 /// A conversation sitting. TIR ranks sessions.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct Session {
     pub id: String,
     pub first_time: TimeMs,
@@ -82,6 +84,7 @@ pub struct Session {
 
 /// What gets embedded: by default a pair of consecutive turns of one session (the papers' setting).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct Unit {
     pub id: u32,
     pub session: String,
