@@ -40,6 +40,7 @@ mod cli {
     };
     use loci::eval::report::{aggregate, QuestionResult, Report};
     use loci::eval::{locomo, longmemeval, EvalCorpus, GroundTruth};
+    use loci::index::vectors::Precision;
     use loci::memory::{Memory, MemoryConfig, RecallOptions};
     use loci::recall::{self, RecallMethod};
     use loci::store::MemStore;
@@ -49,7 +50,7 @@ mod cli {
     use serde_json::{json, Map, Value};
 
     const USAGE: &str = "usage: loci-eval (locomo|longmemeval) --data FILE [--method NAME|all] [--json PATH]
-       [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N]
+       [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
 
     struct Args {
@@ -62,6 +63,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         threads: usize,
         cache: bool,
         limit: Option<usize>,
+        variant: Option<GroundTruth>,
+        vectors: Precision,
     }
 
     /// A benchmarked method: one of the library's, or the session-level baseline (whole session embedded).
@@ -125,6 +128,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             threads: 1,
             cache: true,
             limit: None,
+            variant: None,
+            vectors: Precision::default(),
         };
         while let Some(a) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
@@ -142,9 +147,24 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                         u => return Err(format!("--units {u}: pair or single")),
                     }
                 }
+                "--variant" => {
+                    args.variant = match value()?.as_str() {
+                        "paper" => Some(GroundTruth::Paper),
+                        "clean" => Some(GroundTruth::Clean),
+                        "both" => None,
+                        v => return Err(format!("--variant {v}: paper, clean or both")),
+                    }
+                }
                 "--no-truncate" => args.truncate = false,
                 "--threads" => args.threads = value()?.parse().map_err(|_| "--threads N")?,
                 "--no-cache" => args.cache = false,
+                "--vectors" => {
+                    args.vectors = match value()?.as_str() {
+                        "int8" => Precision::Int8,
+                        "f32" => Precision::F32,
+                        v => return Err(format!("--vectors {v}: int8 or f32")),
+                    }
+                }
                 "--limit" => args.limit = Some(value()?.parse().map_err(|_| "--limit N")?),
                 "-h" | "--help" => return Err(USAGE.into()),
                 _ => return Err(format!("unknown argument {a}\n{USAGE}")),
@@ -164,6 +184,9 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         };
         let mut variants: Vec<(GroundTruth, Vec<EvalCorpus>)> =
             vec![(GroundTruth::Paper, load(GroundTruth::Paper)?), (GroundTruth::Clean, load(GroundTruth::Clean)?)];
+        if let Some(v) = args.variant {
+            variants.retain(|(gt, _)| *gt == v);
+        }
         if let Some(n) = args.limit {
             variants.iter_mut().for_each(|(_, c)| c.truncate(n));
         }
@@ -183,7 +206,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             .join(format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model)));
         let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, args.cache.then_some(cache_path))?)));
         let embed = EmbedConfig { truncate: args.truncate, ..EmbedConfig::default() };
-        let config = MemoryConfig { unit_mode: args.unit_mode, embed, ..MemoryConfig::default() };
+        let config = MemoryConfig { unit_mode: args.unit_mode, embed, vectors: args.vectors, ..MemoryConfig::default() };
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
 
         // Ingest every corpus once (the variants share their sessions; only the questions differ).

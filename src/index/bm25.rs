@@ -12,8 +12,10 @@ use std::collections::HashMap;
 
 /// BM25 k1 (term-frequency saturation); 1.2 is the usual default (Robertson & Zaragoza, 2009).
 pub const K1: f32 = 1.2;
-/// BM25 b (length normalisation); 0.75 is the usual default.
-pub const B: f32 = 0.75;
+/// BM25 b (length normalisation). Lower than the usual 0.75: units are one or two utterances, so a long unit is
+/// mostly a richer one, not a padded one (0.4 measured 79.4 against 79.2 recall_all@3 on LoCoMo with 0.75; a small
+/// effect, chosen from 0.4/0.75/0.9).
+pub const B: f32 = 0.4;
 
 /// One indexed unit.
 #[derive(Debug, Clone)]

@@ -140,8 +140,11 @@ pub fn rank(
     }
     let top_n = match method {
         RecallMethod::TirSum(t) => t.max(1) as usize,
+        RecallMethod::Hybrid => 3,
         _ => 1,
     };
+    // Top-n sum weighs every unit alike; the hybrid lets the 2nd and 3rd best units count geometrically less.
+    let decay = if method == RecallMethod::Hybrid { HYBRID_DECAY } else { 1.0 };
     sc.count.clear();
     sc.count.resize(n, 0);
     sc.top.clear();
@@ -166,7 +169,7 @@ pub fn rank(
         _ => {
             for (s, x) in sc.session.iter_mut().enumerate() {
                 if sc.count[s] > 0 {
-                    *x = top_sum(&sc.top[s * top_n..(s + 1) * top_n]);
+                    *x = decayed_sum(&sc.top[s * top_n..(s + 1) * top_n], decay);
                 }
             }
         }
@@ -193,26 +196,40 @@ fn insert_top(top: &mut [f32], score: f32) {
     }
 }
 
-/// Sum of the finite entries (a session with fewer units than n sums what it has).
-fn top_sum(top: &[f32]) -> f32 {
-    top.iter().filter(|x| x.is_finite()).sum()
+/// Σ decay^i · top[i] over the finite entries (a session with fewer units than n sums what it has); `decay` = 1
+/// is the plain top-n sum.
+fn decayed_sum(top: &[f32], decay: f32) -> f32 {
+    let mut weight = 1.0;
+    let mut sum = 0.0;
+    for &x in top.iter().filter(|x| x.is_finite()) {
+        sum += weight * x;
+        weight *= decay;
+    }
+    sum
 }
 
-/// Hybrid unit score: dense and lexical evidence of each row, each scaled to [0, 1] over the query's rows
-/// (min-max), then summed with weight [`HYBRID_DENSE_WEIGHT`] on the dense side.
+/// Hybrid unit score: the dense and the lexical evidence of each row, each min-max scaled to [0, 1] over the
+/// query's rows (lexical from 0: a unit without a query term scores 0), then mixed with weight
+/// [`HYBRID_DENSE_WEIGHT`] on the dense side. Scaling per query is what makes the two comparable: cosines of this
+/// model crowd into a narrow band whose position varies by query, BM25 is unbounded and grows with rare terms.
 pub fn hybrid(ev: &Evidence, out: &mut Vec<f32>) {
     out.clear();
     let (dmin, dmax) = min_max(ev.dense.iter().copied());
-    let (lmin, lmax) = min_max(ev.lexical_scores.iter().copied());
+    let (_, lmax) = min_max(ev.lexical_scores.iter().copied());
     let w = HYBRID_DENSE_WEIGHT;
     out.extend(ev.dense.iter().zip(ev.row_unit).map(|(&d, &u)| {
-        let l = lexical_of(ev, u);
-        w * scale(d, dmin, dmax) + (1.0 - w) * scale(l, lmin.min(0.0), lmax)
+        w * scale(d, dmin, dmax) + (1.0 - w) * scale(lexical_of(ev, u), 0.0, lmax)
     }));
 }
 
-/// Weight of the dense side in [`hybrid`].
+/// Weight of the dense side in [`hybrid`]: an even mix. On LoCoMo 0.4–0.6 are within 0.7 points of each other
+/// (recall_all@3); an even mix assumes least about data we have not seen.
 pub const HYBRID_DENSE_WEIGHT: f32 = 0.5;
+
+/// In [`RecallMethod::Hybrid`], a session scores its best unit + 0.2 × its second + 0.04 × its third: several
+/// matching exchanges beat one, without letting a long session win on volume (LoCoMo: +0.7 recall_all@3 and
+/// +0.3 recall_all@10 over the max; 0.4 trades @3 for @10).
+pub const HYBRID_DECAY: f32 = 0.2;
 
 fn min_max(xs: impl Iterator<Item = f32>) -> (f32, f32) {
     xs.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)))
@@ -334,7 +351,8 @@ mod tests {
         assert_eq!(top, [0.9, 0.7, 0.5]);
         let mut two = [f32::NEG_INFINITY; 3];
         insert_top(&mut two, 0.4);
-        assert_eq!(top_sum(&two), 0.4);
+        assert_eq!(decayed_sum(&two, 1.0), 0.4);
+        assert!((decayed_sum(&top, 0.2) - (0.9 + 0.2 * 0.7 + 0.04 * 0.5)).abs() < 1e-6);
     }
 
     #[test]

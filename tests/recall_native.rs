@@ -1,0 +1,185 @@
+//! Recall end to end, natively: the default method (hybrid) through `Memory::recall` on a small hand-written
+//! multi-session memory, TIR one option away, the lexical index kept in step across reopen and forget, and the
+//! `loci-eval` tool run on the LongMemEval fixture.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use loci::memory::{Memory, MemoryConfig, RecallOptions};
+use loci::recall::RecallMethod;
+use loci::store::MemStore;
+use loci::types::{MessageInput, TimeInput};
+use pollster::block_on;
+
+fn msg(speaker: &str, content: &str, day: u32) -> MessageInput {
+    MessageInput {
+        speaker: Some(speaker.into()),
+        content: content.into(),
+        time: Some(TimeInput::Text(format!("2023-05-{day:02}T10:00:00Z"))),
+        ..Default::default()
+    }
+}
+
+/// Five sittings of two friends; each holds the answer to some of the questions below.
+fn sessions() -> Vec<(&'static str, u32, Vec<MessageInput>)> {
+    vec![
+        ("s1-pottery", 1, vec![
+            msg("Ana", "I signed up for a pottery class on Thursdays, my first bowl came out lopsided.", 1),
+            msg("Ben", "Ha, lopsided bowls have character. Is the studio far?", 1),
+            msg("Ana", "Ten minutes by bike, next to the old train station.", 1),
+            msg("Ben", "Nice. I spent the weekend fixing my car's brakes instead.", 1),
+        ]),
+        ("s2-adoption", 3, vec![
+            msg("Ben", "We finally adopted a dog from the shelter! A three-year-old beagle named Pickle.", 3),
+            msg("Ana", "Pickle! That's adorable. How is he settling in?", 3),
+            msg("Ben", "He chewed one of my shoes, but he sleeps most of the day.", 3),
+            msg("Ana", "Typical beagle. Send photos.", 3),
+        ]),
+        ("s3-trip", 8, vec![
+            msg("Ana", "Booked flights to Lisbon for June, my sister's wedding is there.", 8),
+            msg("Ben", "Lisbon in June is lovely. Are you staying long?", 8),
+            msg("Ana", "Two weeks; after the wedding we drive down to the Algarve coast.", 8),
+            msg("Ben", "Try the grilled sardines, and bring sunscreen.", 8),
+        ]),
+        ("s4-work", 15, vec![
+            msg("Ben", "Big news: I'm leaving the bank. I start as a data analyst at a hospital next month.", 15),
+            msg("Ana", "Congratulations! Why the switch?", 15),
+            msg("Ben", "I wanted work that helps people, and the hours are saner.", 15),
+            msg("Ana", "That sounds like a great fit for you.", 15),
+        ]),
+        ("s5-pottery-again", 22, vec![
+            msg("Ana", "My pottery teacher says my glazing improved; I made a blue vase for my mum.", 22),
+            msg("Ben", "From lopsided bowls to vases, well done.", 22),
+            msg("Ana", "Pickle would knock it over in a second though!", 22),
+            msg("Ben", "He knocks everything over, yesterday it was a lamp.", 22),
+        ]),
+    ]
+}
+
+/// (question, gold sessions)
+fn questions() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        ("What is the name of Ben's dog?", vec!["s2-adoption"]),
+        ("Where is Ana's sister getting married?", vec!["s3-trip"]),
+        ("What new job did Ben get?", vec!["s4-work"]),
+        ("What did Ana make in her pottery class?", vec!["s1-pottery", "s5-pottery-again"]),
+        ("Which breed is the dog Ben adopted?", vec!["s2-adoption"]),
+        ("Why did Ben leave the bank?", vec!["s4-work"]),
+        ("What food did Ben recommend for the trip?", vec!["s3-trip"]),
+    ]
+}
+
+fn filled(store: MemStore) -> Memory<MemStore, loci::embed::OnnxRuntime> {
+    let config = MemoryConfig::default();
+    let mut m = block_on(Memory::open(store, common::embedder(config.embed), config)).expect("open");
+    for (id, _, messages) in sessions() {
+        block_on(m.add_messages(&messages, Some(id), 0.0)).expect("add");
+    }
+    m
+}
+
+fn top(m: &mut Memory<MemStore, loci::embed::OnnxRuntime>, q: &str, k: usize, method: RecallMethod) -> Vec<(String, f32)> {
+    let r = block_on(m.recall(q, RecallOptions { k, method, ..Default::default() })).expect("recall");
+    r.sessions.into_iter().map(|s| (s.id, s.score)).collect()
+}
+
+#[test]
+fn default_recall_finds_every_gold_session_in_the_top_k() {
+    let store = MemStore::new();
+    let mut m = filled(store.clone());
+    assert_eq!(RecallOptions::default().method, RecallMethod::Hybrid, "the hybrid is the library default");
+    let mut all_at_gold = 0;
+    for (q, gold) in questions() {
+        let ranked: Vec<String> = top(&mut m, q, gold.len(), RecallMethod::default()).into_iter().map(|s| s.0).collect();
+        if gold.iter().all(|g| ranked.iter().any(|r| r == g)) {
+            all_at_gold += 1;
+        } else {
+            eprintln!("{q}: got {ranked:?}, gold {gold:?}");
+        }
+    }
+    // recall_all@|gold| on this fixture: every question.
+    assert_eq!(all_at_gold, questions().len());
+
+    // The result carries the evidence: units with their text, rendered context under date headers.
+    let r = block_on(m.recall("What is the name of Ben's dog?", RecallOptions::default())).unwrap();
+    assert_eq!(r.sessions.len(), 3);
+    assert!(r.sessions[0].units[0].text.contains("Pickle"), "{:?}", r.sessions[0].units);
+    assert!(r.sessions.windows(2).all(|w| w[0].score >= w[1].score));
+    assert!(r.context.contains("### Session s2-adoption"));
+}
+
+#[test]
+fn tir_is_one_option_away_and_ranks_by_the_best_unit_cosine() {
+    let mut m = filled(MemStore::new());
+    let q = "Where is Ana's sister getting married?";
+    let tir = top(&mut m, q, 5, RecallMethod::Tir);
+    assert_eq!(tir[0].0, "s3-trip");
+    // TIR scores are cosines; the hybrid's are mixed evidence on another scale.
+    assert!(tir.iter().all(|(_, s)| (-1.0..=1.0).contains(s)));
+    let bm25 = top(&mut m, q, 5, RecallMethod::Bm25);
+    assert_eq!(bm25[0].0, "s3-trip");
+    assert!(bm25[0].1 > 0.0);
+    for method in RecallMethod::ALL {
+        assert_eq!(top(&mut m, q, 1, method)[0].0, "s3-trip", "{}", method.name());
+    }
+}
+
+#[test]
+fn lexical_index_follows_reopen_and_forget() {
+    let store = MemStore::new();
+    let mut m = filled(store.clone());
+    let q = "beagle named Pickle";
+    let before = top(&mut m, q, 5, RecallMethod::Bm25);
+    drop(m);
+    // Reopening rebuilds the lexical index from the stored turns: same scores.
+    let config = MemoryConfig::default();
+    let mut m = block_on(Memory::open(store, common::embedder(config.embed), config)).expect("reopen");
+    assert_eq!(top(&mut m, q, 5, RecallMethod::Bm25), before);
+    // A message that completes a trailing pair re-indexes that unit: its new words are found.
+    block_on(m.add_messages(&[msg("Ana", "Pickle ate my sandwich, the little thief.", 23)], Some("s6-sandwich"), 0.0))
+        .unwrap();
+    assert_eq!(top(&mut m, "who ate the sandwich", 1, RecallMethod::Bm25)[0].0, "s6-sandwich");
+    block_on(m.add_messages(&[msg("Ben", "Beagles and sandwiches, name a more iconic duo.", 23)], Some("s6-sandwich"), 0.0))
+        .unwrap();
+    assert_eq!(m.stats().units, 11);
+    let r = block_on(m.recall("iconic duo", RecallOptions { k: 1, method: RecallMethod::Bm25, ..Default::default() }))
+        .unwrap();
+    assert_eq!(r.sessions[0].id, "s6-sandwich");
+    assert!(r.sessions[0].units[0].text.contains("sandwich") && r.sessions[0].units[0].text.contains("iconic"));
+    block_on(m.forget_all()).unwrap();
+    block_on(m.add_messages(&[msg("Ana", "A fresh start.", 24)], Some("new"), 0.0)).unwrap();
+    let after = top(&mut m, q, 5, RecallMethod::Bm25);
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].1, 0.0, "nothing of the forgotten sessions is left in the lexical index");
+}
+
+/// The benchmark tool runs end to end on the LongMemEval fixture (one memory per question, `_abs` left out) and
+/// writes the JSON the issue specifies.
+#[test]
+fn loci_eval_runs_on_the_longmemeval_fixture() {
+    let out = std::env::temp_dir().join(format!("loci-eval-{}.json", std::process::id()));
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/longmemeval_small.json");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_loci-eval"))
+        .args(["longmemeval", "--data", fixture, "--method", "all", "--no-cache", "--json"])
+        .arg(&out)
+        .output()
+        .expect("run loci-eval");
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_file(&out).ok();
+    for variant in ["paper", "clean"] {
+        let d = &json[variant]["default"];
+        assert_eq!(d["method"], "hybrid");
+        assert_eq!(d["questions"], 3, "the abstention question is excluded");
+        assert_eq!(d["corpora"], 3);
+        for key in ["recall_all@3", "recall_any@5", "ndcg_any@10", "embed_seconds", "ms_per_query", "units", "sessions"] {
+            assert!(d[key].is_number(), "{variant} default {key}: {d}");
+        }
+        assert!(d["per_category"].as_object().is_some_and(|c| !c.is_empty()));
+        for m in ["tir", "bm25", "turn-mean", "tir-sum-2", "session"] {
+            assert!(json[variant][m]["recall_all@3"].is_number(), "{variant} {m}");
+        }
+        // Each haystack is tiny (≤ 4 sessions): every gold session is in the top 10 whatever the method.
+        assert_eq!(d["recall_all@10"], 100.0);
+    }
+}
