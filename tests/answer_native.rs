@@ -98,15 +98,22 @@ fn answer_prunes_with_qdp_then_answers_from_the_kept_lines() {
 fn extractive_pruning_needs_no_llm_and_stays_within_budget() {
     let mut m = memory();
     let prune = PruneOptions { mode: PruneMode::Extractive, ..Default::default() };
-    let r = block_on(m.recall_pruned("How long did the dough proof?", RecallOptions::default(), &prune, None, NOW)).unwrap();
-    assert!(r.recall.context_tokens * 2 <= r.unpruned_tokens + 4, "{} of {}", r.recall.context_tokens, r.unpruned_tokens);
+    let r = block_on(m.recall_pruned("How long did the dough proof?", RecallOptions::default(), &prune, None, NOW))
+        .unwrap();
+    assert!(
+        r.recall.context_tokens * 2 <= r.unpruned_tokens + 4,
+        "{} of {}",
+        r.recall.context_tokens,
+        r.unpruned_tokens
+    );
     assert!(r.recall.context.contains("Overnight in the fridge"), "{}", r.recall.context);
     assert_eq!(r.spent.calls, 0);
     assert!(r.recall.sessions.iter().all(|s| s.units.len() <= 3), "units per session as asked");
     assert_eq!(m.stats().llm.prune.calls, 0);
 
     let none = PruneOptions::default();
-    let full = block_on(m.recall_pruned("How long did the dough proof?", RecallOptions::default(), &none, None, NOW)).unwrap();
+    let full =
+        block_on(m.recall_pruned("How long did the dough proof?", RecallOptions::default(), &none, None, NOW)).unwrap();
     assert_eq!(full.recall.context_tokens, full.unpruned_tokens);
     let plain = block_on(m.recall("How long did the dough proof?", RecallOptions::default())).unwrap();
     assert_eq!(full.recall.context, plain.context, "prune none renders exactly what recall renders");

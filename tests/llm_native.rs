@@ -149,7 +149,9 @@ fn json_in_code_fences_is_parsed() {
 #[test]
 fn a_rejected_response_format_falls_back_to_plain_requests() {
     let server = LlmServer::start();
-    server.script(json!([{"rejectResponseFormat": true}, {"reply": "{\"keep\": [\"1.1\"]}"}, {"reply": "{\"keep\": []}"}]));
+    server.script(
+        json!([{"rejectResponseFormat": true}, {"reply": "{\"keep\": [\"1.1\"]}"}, {"reply": "{\"keep\": []}"}]),
+    );
     let c = client(&server);
     let r = block_on(chat_json::<QdpReply>(&c, &ask(true))).unwrap();
     assert_eq!((r.value.keep.len(), r.calls), (1, 1));

@@ -121,7 +121,11 @@ impl OpenAiConfig {
         if self.timeout_ms == 0 || self.max_concurrency == 0 {
             return Err(Error::invalid("`llm.timeoutMs` and `llm.maxConcurrency` must be positive"));
         }
-        if self.headers.iter().any(|(k, v)| k.trim().is_empty() || k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n'])) {
+        if self
+            .headers
+            .iter()
+            .any(|(k, v)| k.trim().is_empty() || k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']))
+        {
             return Err(Error::invalid("`llm.headers` has an invalid header name or value"));
         }
         Ok(())
@@ -277,8 +281,7 @@ impl<T: HttpTransport> OpenAiClient<T> {
             }
             let body = self.body(request);
             let sent_format = body.get("response_format").is_some();
-            let outcome =
-                self.transport.post(&url, &headers, &body.to_string(), self.config.timeout_ms, abort).await;
+            let outcome = self.transport.post(&url, &headers, &body.to_string(), self.config.timeout_ms, abort).await;
             // What to do: Ok(reply), Err((error, Some(wait))) to retry, Err((error, None)) to fail.
             let (error, wait): (Error, Option<u64>) = match outcome {
                 Err(TransportError::Aborted) => return Err(Error::Aborted),
@@ -306,7 +309,9 @@ impl<T: HttpTransport> OpenAiClient<T> {
                         None => (err, Some(self.backoff_ms(retries))),
                     }
                 }
-                Ok(resp) if resp.status >= 500 => (Error::LlmUnavailable(describe(&resp)), Some(self.backoff_ms(retries))),
+                Ok(resp) if resp.status >= 500 => {
+                    (Error::LlmUnavailable(describe(&resp)), Some(self.backoff_ms(retries)))
+                }
                 Ok(resp) => (Error::LlmRejected(describe(&resp)), None),
             };
             match wait {
@@ -371,7 +376,7 @@ fn mentions_response_format(body: &str) -> bool {
 pub fn parse_retry_after(value: &str, _now_ms: f64) -> Option<u64> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0) as u64);
+        return (secs.is_finite() && secs >= 0.0).then_some((secs * 1000.0) as u64);
     }
     let date = chrono::DateTime::parse_from_rfc2822(v).ok()?;
     // The transport's clock is monotonic, not wall time: compare the date with the wall clock.
@@ -458,10 +463,13 @@ mod tests {
     use super::*;
     use crate::llm::{ChatMessage, JsonSchema};
 
+    /// Headers and body of one request.
+    type Sent = (Vec<(String, String)>, Value);
+
     /// A transport that answers from a queue and records what it was sent; its clock advances only by sleeping.
     struct Fake {
         replies: RefCell<VecDeque<std::result::Result<HttpResponse, TransportError>>>,
-        sent: RefCell<Vec<(Vec<(String, String)>, Value)>>,
+        sent: RefCell<Vec<Sent>>,
         slept: RefCell<Vec<u64>>,
         clock: Cell<f64>,
     }
@@ -551,7 +559,8 @@ mod tests {
 
     #[test]
     fn server_errors_are_retried_then_reported() {
-        let c = client(vec![ok(503, "busy"), Err(TransportError::Network("reset".into())), ok(200, &completion("yes"))]);
+        let c =
+            client(vec![ok(503, "busy"), Err(TransportError::Network("reset".into())), ok(200, &completion("yes"))]);
         let r = pollster::block_on(c.chat(&request(false))).unwrap();
         assert_eq!(r.text, "yes");
         assert_eq!(r.usage, Usage { input_tokens: 11, output_tokens: 3, estimated: false });
@@ -566,7 +575,8 @@ mod tests {
 
     #[test]
     fn retry_after_is_honoured_and_too_long_fails_at_once() {
-        let mut limited = HttpResponse { status: 429, headers: vec![("retry-after".into(), "2".into())], body: "".into() };
+        let mut limited =
+            HttpResponse { status: 429, headers: vec![("retry-after".into(), "2".into())], body: "".into() };
         let c = client(vec![Ok(limited.clone()), ok(200, &completion("ok"))]);
         pollster::block_on(c.chat(&request(false))).unwrap();
         assert_eq!(c.transport.slept.borrow().iter().sum::<u64>(), 2000);

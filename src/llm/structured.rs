@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn finds_the_object_in_fences_and_prose() {
         assert_eq!(extract_json_object(r#"{"a": 1}"#), Some(r#"{"a": 1}"#));
-        assert_eq!(extract_json_object("Sure! ```json\n{\"a\": {\"b\": \"}\"}}\n``` hope it helps"), Some("{\"a\": {\"b\": \"}\"}}"));
+        assert_eq!(
+            extract_json_object("Sure! ```json\n{\"a\": {\"b\": \"}\"}}\n``` hope it helps"),
+            Some("{\"a\": {\"b\": \"}\"}}")
+        );
         assert_eq!(extract_json_object("Here: {\"a\": \"x\\\"}\"} and {\"b\": 2}"), Some("{\"a\": \"x\\\"}\"}"));
         assert_eq!(extract_json_object("prefix {not json} then {\"ok\": true}"), Some("{\"ok\": true}"));
         assert_eq!(extract_json_object("{\"trunc"), None);
@@ -135,7 +138,8 @@ mod tests {
     #[test]
     fn retries_once_with_the_error_then_gives_a_typed_error() {
         let llm = ScriptedLlm::new([Ok("not json".to_string()), Ok("{\"keep\": [\"1.1\"]}".to_string())]);
-        let r: Structured<Keep> = pollster::block_on(chat_json(&llm, &LlmRequest::new(vec![ChatMessage::user("q")]))).unwrap();
+        let r: Structured<Keep> =
+            pollster::block_on(chat_json(&llm, &LlmRequest::new(vec![ChatMessage::user("q")]))).unwrap();
         assert_eq!((r.value.keep.len(), r.calls), (1, 2));
         let second = &llm.requests.borrow()[1];
         assert!(second.json);
@@ -143,7 +147,8 @@ mod tests {
         assert!(second.messages[2].content.contains("no JSON object"), "{}", second.messages[2].content);
 
         let llm = ScriptedLlm::new([Ok("{\"trunc".to_string()), Ok("still {\"bad\": 1}".to_string())]);
-        let e = pollster::block_on(chat_json::<Keep>(&llm, &LlmRequest::new(vec![ChatMessage::user("q")]))).unwrap_err();
+        let e =
+            pollster::block_on(chat_json::<Keep>(&llm, &LlmRequest::new(vec![ChatMessage::user("q")]))).unwrap_err();
         assert_eq!(e.code(), "LLM_BAD_REPLY");
         assert_eq!(llm.remaining(), 0);
     }

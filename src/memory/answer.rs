@@ -10,7 +10,9 @@ use crate::error::{Error, Result};
 use crate::llm::prompts::{self, AnswerReply};
 use crate::llm::structured::{chat_json, Structured};
 use crate::llm::{AbortSignal, Llm, LlmRequest, Usage};
-use crate::recall::prune::{self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit};
+use crate::recall::prune::{
+    self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
+};
 use crate::store::Store;
 use crate::types::{format_time, TimeMs};
 
@@ -159,7 +161,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                     date: format_time(s.first_time),
                     turns: turns
                         .iter()
-                        .map(|t| PruneTurn { id: t.id, speaker: t.speaker.clone(), text: t.text.clone(), caption: t.caption.clone() })
+                        .map(|t| PruneTurn {
+                            id: t.id,
+                            speaker: t.speaker.clone(),
+                            text: t.text.clone(),
+                            caption: t.caption.clone(),
+                        })
                         .collect(),
                     units,
                 }
@@ -186,7 +193,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut spent = Spent::default();
         let pruned: Pruned = match (prune.mode, llm) {
             (PruneMode::None, _) => prune::none(&sessions, options.chronological, &count),
-            (PruneMode::Extractive, _) => prune::extractive(&sessions, &prune.extractive, options.chronological, &count),
+            (PruneMode::Extractive, _) => {
+                prune::extractive(&sessions, &prune.extractive, options.chronological, &count)
+            }
             (PruneMode::Llm, Some(llm)) => {
                 let date = format_time(prune.question_time.unwrap_or(now));
                 let result = prune::llm(

@@ -134,7 +134,9 @@ fn header(s: &PruneSession) -> String {
 fn order(sessions: &[PruneSession], chronological: bool) -> Vec<usize> {
     let mut order: Vec<usize> = (0..sessions.len()).collect();
     if chronological {
-        order.sort_by(|&a, &b| sessions[a].time.total_cmp(&sessions[b].time).then(sessions[a].rank.cmp(&sessions[b].rank)));
+        order.sort_by(|&a, &b| {
+            sessions[a].time.total_cmp(&sessions[b].time).then(sessions[a].rank.cmp(&sessions[b].rank))
+        });
     } else {
         order.sort_by_key(|&i| sessions[i].rank);
     }
@@ -165,7 +167,12 @@ pub fn render(sessions: &[PruneSession], kept: &[Vec<usize>], chronological: boo
             text.push_str("\n…");
         }
         parts.push(text);
-        out.push(KeptSession { id: s.id.clone(), rank: s.rank, kept: k.clone(), turn_ids: k.iter().map(|&t| s.turns[t].id).collect() });
+        out.push(KeptSession {
+            id: s.id.clone(),
+            rank: s.rank,
+            kept: k.clone(),
+            turn_ids: k.iter().map(|&t| s.turns[t].id).collect(),
+        });
     }
     (parts.join("\n\n"), out)
 }
@@ -210,7 +217,8 @@ pub fn extractive(
         let s = &sessions[*i];
         let core: Vec<usize> = unit.turns.iter().copied().filter(|&t| t < s.turns.len()).collect();
         let (Some(&lo), Some(&hi)) = (core.iter().min(), core.iter().max()) else { continue };
-        let wide: Vec<usize> = (lo.saturating_sub(options.neighbours)..=(hi + options.neighbours).min(s.turns.len() - 1)).collect();
+        let wide: Vec<usize> =
+            (lo.saturating_sub(options.neighbours)..=(hi + options.neighbours).min(s.turns.len() - 1)).collect();
         let cost = |turns: &[usize]| -> usize {
             let new: usize = turns.iter().filter(|t| !kept[*i].contains(t)).map(|&t| line_cost[*i][t]).sum();
             if new > 0 && kept[*i].is_empty() {
@@ -308,7 +316,12 @@ mod tests {
         let turns = lines
             .iter()
             .enumerate()
-            .map(|(n, l)| PruneTurn { id: (rank * 100 + n) as u64, speaker: "A".into(), text: l.to_string(), caption: None })
+            .map(|(n, l)| PruneTurn {
+                id: (rank * 100 + n) as u64,
+                speaker: "A".into(),
+                text: l.to_string(),
+                caption: None,
+            })
             .collect::<Vec<_>>();
         let units = scores
             .iter()
@@ -320,7 +333,13 @@ mod tests {
 
     fn two() -> Vec<PruneSession> {
         vec![
-            session("late", 1, 2.0, &["one two", "three four", "five six", "seven eight", "nine ten", "x y"], &[0.1, 0.9, 0.2]),
+            session(
+                "late",
+                1,
+                2.0,
+                &["one two", "three four", "five six", "seven eight", "nine ten", "x y"],
+                &[0.1, 0.9, 0.2],
+            ),
             session("early", 2, 1.0, &["a b", "c d", "e f", "g h"], &[0.5, 0.05]),
         ]
     }
@@ -337,29 +356,57 @@ mod tests {
     #[test]
     fn extractive_keeps_the_best_units_within_the_budget() {
         let sessions = two();
-        let p = extractive(&sessions, &ExtractiveOptions { budget_ratio: 0.45, max_tokens: None, neighbours: 1 }, false, &words);
+        let p = extractive(
+            &sessions,
+            &ExtractiveOptions { budget_ratio: 0.45, max_tokens: None, neighbours: 1 },
+            false,
+            &words,
+        );
         assert!(p.tokens as f32 <= p.unpruned_tokens as f32 * 0.45 + 2.0, "{} of {}", p.tokens, p.unpruned_tokens);
         // The best unit (turns 2,3 of "late") is kept first, with its neighbours 1 and 4.
         assert_eq!(p.sessions[0].id, "late");
         assert_eq!(p.sessions[0].kept, vec![1, 2, 3, 4]);
-        let half = extractive(&sessions, &ExtractiveOptions { budget_ratio: 0.3, max_tokens: None, neighbours: 1 }, false, &words);
+        let half = extractive(
+            &sessions,
+            &ExtractiveOptions { budget_ratio: 0.3, max_tokens: None, neighbours: 1 },
+            false,
+            &words,
+        );
         assert_eq!(half.sessions[0].kept, vec![2, 3], "no room for the neighbours: the unit alone");
         assert!(p.context.contains("…\nA: three four"), "left-out turns are marked: {}", p.context);
 
-        let tight = extractive(&sessions, &ExtractiveOptions { budget_ratio: 0.0, max_tokens: None, neighbours: 1 }, false, &words);
+        let tight = extractive(
+            &sessions,
+            &ExtractiveOptions { budget_ratio: 0.0, max_tokens: None, neighbours: 1 },
+            false,
+            &words,
+        );
         assert_eq!(tight.sessions.len(), 1, "the best unit survives even a zero budget");
         assert_eq!(tight.sessions[0].kept, vec![2, 3]);
 
-        let all = extractive(&sessions, &ExtractiveOptions { budget_ratio: 1.0, max_tokens: None, neighbours: 1 }, false, &words);
+        let all = extractive(
+            &sessions,
+            &ExtractiveOptions { budget_ratio: 1.0, max_tokens: None, neighbours: 1 },
+            false,
+            &words,
+        );
         assert_eq!(all.sessions.iter().map(|s| s.kept.len()).sum::<usize>(), 10);
-        let capped = extractive(&sessions, &ExtractiveOptions { budget_ratio: 1.0, max_tokens: Some(12), neighbours: 0 }, false, &words);
+        let capped = extractive(
+            &sessions,
+            &ExtractiveOptions { budget_ratio: 1.0, max_tokens: Some(12), neighbours: 0 },
+            false,
+            &words,
+        );
         assert!(capped.tokens <= 14, "{}", capped.tokens);
     }
 
     #[test]
     fn qdp_keeps_the_named_lines_in_their_original_wording() {
         let sessions = two();
-        let llm = ScriptedLlm::new([Ok("```json\n{\"keep\": [\"1.2\", \"2.5\", \"9.1\", \"x\", \"2.99\"]}\n```".to_string())]);
+        let llm =
+            ScriptedLlm::new([
+                Ok("```json\n{\"keep\": [\"1.2\", \"2.5\", \"9.1\", \"x\", \"2.99\"]}\n```".to_string()),
+            ]);
         let (p, reply) =
             pollster::block_on(super::llm(&sessions, "what?", "2023-07-01", &llm, true, None, None, &words)).unwrap();
         assert_eq!(reply.calls, 1);

@@ -54,7 +54,8 @@ impl LlmServer {
 
     /// The chat requests received so far: `{path, headers, body, at}`.
     pub fn log(&self) -> Vec<Value> {
-        let text = ureq::get(&format!("{}/__log", self.origin())).call().expect("log").into_body().read_to_string().unwrap();
+        let text =
+            ureq::get(&format!("{}/__log", self.origin())).call().expect("log").into_body().read_to_string().unwrap();
         serde_json::from_str(&text).unwrap()
     }
 }
