@@ -17,6 +17,8 @@
 pub mod locomo;
 pub mod longmemeval;
 pub mod metrics;
+pub mod prune_bench;
+pub mod qa;
 pub mod report;
 
 use serde::Serialize;
