@@ -413,6 +413,9 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
 
     #[async_trait(?Send)]
     impl Runtime for SharedRuntime {
+        // One embed at a time: the tool drives every future to completion with `block_on` on one thread, so the
+        // borrow can never be contended while it awaits.
+        #[allow(clippy::await_holding_refcell_ref)]
         async fn last_hidden_state(&mut self, batch: &Batch) -> loci::Result<Vec<f32>> {
             let mut inner = self.0.borrow_mut();
             inner.last_hidden_state(batch).await
