@@ -222,12 +222,44 @@ async fn create_runtime(
     }
 }
 
+#[wasm_bindgen(inline_js = r#"
+export function acquireTabLock(name) {
+  const locks = globalThis.navigator && globalThis.navigator.locks;
+  if (!locks) return Promise.resolve(() => {});
+  return new Promise((resolve, reject) => {
+    locks.request(name, { ifAvailable: true }, (lock) => {
+      if (!lock) { resolve(null); return undefined; }
+      return new Promise((release) => resolve(release));
+    }).catch(reject);
+  });
+}
+"#)]
+extern "C" {
+    /// Takes the Web Lock `name` if no other tab or memory holds it: resolves to a release function, or `null`.
+    #[wasm_bindgen(js_name = acquireTabLock)]
+    fn acquire_tab_lock(name: &str) -> Promise;
+}
+
+/// One open memory per name per browser profile: a second tab would work on a stale index and allocate the same
+/// ids, so it is refused with `BLOCKED_BY_OTHER_TAB` until the first closes (or its tab goes away).
+async fn lock_memory(name: &str) -> Result<Function, Error> {
+    let release = JsFuture::from(acquire_tab_lock(&IdbStore::database_name(name)))
+        .await
+        .map_err(|e| Error::Storage(format!("Web Locks: {e:?}")))?;
+    release.dyn_into::<Function>().map_err(|_| {
+        Error::BlockedByOtherTab(format!(
+            "memory {name:?} is open in another tab or window; close it there (or call close()) first"
+        ))
+    })
+}
+
 /// A long-term memory stored in this browser.
 #[wasm_bindgen]
 pub struct Memory {
     inner: Rc<Mutex<Option<Core>>>,
     name: String,
     device_reason: String,
+    release_lock: Function,
 }
 
 async fn open_inner(options: JsValue) -> Result<Memory, Error> {
@@ -289,14 +321,35 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     }
     let dist = OrtDist { base_url: ort_url, wrapper_ext };
 
-    progress(&on_progress, "tokenizer", Some(&tokenizer_url));
-    let tokenizer_bytes = fetch_bytes(&tokenizer_url).await?;
+    let release_lock = lock_memory(&opts.name).await?;
+    match load_memory(&opts, config, dist, &model_url, &tokenizer_url, &on_progress).await {
+        Ok((core, device_reason)) => {
+            Ok(Memory { inner: Rc::new(Mutex::new(Some(core))), name: opts.name, device_reason, release_lock })
+        }
+        Err(e) => {
+            let _ = release_lock.call0(&JsValue::NULL);
+            Err(e)
+        }
+    }
+}
+
+async fn load_memory(
+    opts: &OpenOptions,
+    config: MemoryConfig,
+    dist: OrtDist,
+    model_url: &str,
+    tokenizer_url: &str,
+    on_progress: &Option<Function>,
+) -> Result<(Core, String), Error> {
+    let e = &opts.embedder;
+    progress(on_progress, "tokenizer", Some(tokenizer_url));
+    let tokenizer_bytes = fetch_bytes(tokenizer_url).await?;
     let tokenizer_json =
         String::from_utf8(tokenizer_bytes).map_err(|_| Error::Asset("tokenizer.json is not UTF-8".into()))?;
     let tokenizer = WordPiece::from_tokenizer_json(&tokenizer_json)?;
-    progress(&on_progress, "model", Some(&model_url));
-    let model = fetch_bytes(&model_url).await?;
-    progress(&on_progress, "runtime", None);
+    progress(on_progress, "model", Some(model_url));
+    let model = fetch_bytes(model_url).await?;
+    progress(on_progress, "runtime", None);
     let probe_ids: Vec<Vec<u32>> = ["The quick brown fox jumps over the lazy dog.", "Where did we go hiking in May?"]
         .iter()
         .map(|t| {
@@ -310,11 +363,11 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     let (runtime, device_reason) = create_runtime(&dist, &model, e.device.unwrap_or_default(), &probe).await?;
     drop(model);
     let embedder = Embedder::new(tokenizer, runtime, config.embed)?;
-    progress(&on_progress, "storage", None);
+    progress(on_progress, "storage", None);
     let store = IdbStore::open(&opts.name).await?;
     let core = memory::Memory::open(store, embedder, config).await?;
-    progress(&on_progress, "ready", Some(core.device().as_str()));
-    Ok(Memory { inner: Rc::new(Mutex::new(Some(core))), name: opts.name, device_reason })
+    progress(on_progress, "ready", Some(core.device().as_str()));
+    Ok((core, device_reason))
 }
 
 fn spawn<F>(fut: F) -> Promise
@@ -454,10 +507,12 @@ impl Memory {
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn close(&self) -> Promise {
         let inner = self.inner.clone();
+        let release = self.release_lock.clone();
         spawn(async move {
             let mut guard = inner.lock().await;
             if let Some(core) = guard.take() {
                 core.into_store().close();
+                let _ = release.call0(&JsValue::NULL);
             }
             Ok(JsValue::UNDEFINED)
         })
