@@ -23,7 +23,7 @@ const wasmOpt = join(root, "node_modules", ".bin", "wasm-opt");
 if (existsSync(wasmOpt)) {
   // The features rustc enables by default for wasm32; wasm-opt must be told it may keep them.
   run(wasmOpt, ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",
-    "--enable-reference-types", "--enable-multivalue", "--enable-mutable-globals", wasm, "-o", wasm]);
+    "--enable-reference-types", "--enable-multivalue", "--enable-mutable-globals", "--enable-simd", wasm, "-o", wasm]);
 } else {
   console.warn("[build] wasm-opt not found (npm install adds it): the wasm is not size-optimised");
 }

@@ -12,6 +12,7 @@ pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneO
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
 use crate::error::{Error, Result};
+use crate::index::vectors::Precision;
 use crate::index::{Bm25Index, VectorIndex};
 use crate::recall::{self, RecallMethod};
 use crate::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
@@ -25,6 +26,8 @@ pub struct MemoryConfig {
     pub embed: EmbedConfig,
     /// Without an explicit session, a message more than this long after the previous one starts a new session.
     pub session_gap_ms: f64,
+    /// How vectors are held in RAM: int8 (default) or f32 (for measuring what quantisation costs).
+    pub vectors: Precision,
 }
 
 impl Default for MemoryConfig {
@@ -34,6 +37,7 @@ impl Default for MemoryConfig {
             limits: InputLimits::default(),
             embed: EmbedConfig::default(),
             session_gap_ms: 30.0 * 60.0 * 1000.0,
+            vectors: Precision::default(),
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct Stats {
     pub unit_mode: UnitMode,
     /// LLM calls, tokens and latency per phase since open.
     pub llm: LlmCounters,
+    /// Bytes the vector index holds in RAM (rows, scales, row owners).
+    pub vector_bytes: usize,
 }
 
 /// One memory.
@@ -185,7 +191,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             session_turns: Vec::new(),
             turns: HashMap::new(),
             units: HashMap::new(),
-            vectors: VectorIndex::new(DIM),
+            vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
             scratch: Vec::new(),
             lexical_scratch: Vec::new(),
@@ -205,7 +211,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             }
         }
         for su in snapshot.units {
-            if su.vectors.len() % DIM != 0 {
+            if !su.vectors.is_whole(DIM) {
                 return Err(Error::Storage(format!("unit {} has a damaged vector", su.unit.id)));
             }
             memory.insert_unit(su);
@@ -335,7 +341,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .map(|g| {
                 let unit = Unit { id: meta.next_unit, session: session_id.clone(), turn_ids: g.iter().map(|t| t.id).collect() };
                 meta.next_unit += 1;
-                StoredUnit { unit, vectors: Vec::new() }
+                StoredUnit { unit, vectors: Default::default() }
             })
             .collect();
         for w in windows {
@@ -489,6 +495,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
 
     /// Erases everything this memory holds, in storage and in RAM.
     pub async fn forget_all(&mut self) -> Result<()> {
+            vector_bytes: self.vectors.bytes(),
         self.store.clear().await?;
         self.meta.next_turn = 1;
         self.meta.next_unit = 1;
@@ -497,7 +504,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.session_turns.clear();
         self.turns.clear();
         self.units.clear();
-        self.vectors = VectorIndex::new(DIM);
+        self.vectors = VectorIndex::with_precision(DIM, self.config.vectors);
         self.lexical.clear();
         Ok(())
     }

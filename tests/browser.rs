@@ -48,7 +48,7 @@ async fn indexeddb_round_trip() {
         meta: Some(meta.clone()),
         sessions: vec![Session { id: "s1".into(), first_time: 1.0e12, last_time: 1.0e12, turn_count: 2, title: None }],
         turns: vec![turn(1, "hello"), turn(2, "naïve 東京 🍣")],
-        units: vec![StoredUnit { unit: Unit { id: 1, session: "s1".into(), turn_ids: vec![1, 2] }, vectors: vec![0.6, 0.8, -1.0, 0.0] }],
+        units: vec![StoredUnit { unit: Unit { id: 1, session: "s1".into(), turn_ids: vec![1, 2] }, vectors: vec![0.6, 0.8, -1.0, 0.0].into() }],
         delete_units: vec![],
     };
     store.write(batch.clone()).await.expect("write");
@@ -56,7 +56,12 @@ async fn indexeddb_round_trip() {
     assert_eq!(loaded.meta, Some(meta));
     assert_eq!(loaded.sessions, batch.sessions);
     assert_eq!(loaded.turns, batch.turns);
-    assert_eq!(loaded.units, batch.units);
+    // Vectors come back as stored: int8 with one scale per row, within half a quantisation step of the floats.
+    assert_eq!(loaded.units.len(), 1);
+    assert_eq!(loaded.units[0].unit, batch.units[0].unit);
+    let back = loaded.units[0].vectors.to_f32(2);
+    assert!(matches!(loaded.units[0].vectors, loci::store::Rows::Int8 { .. }));
+    assert!(back.iter().zip([0.6, 0.8, -1.0, 0.0]).all(|(a, b)| (a - b).abs() < 0.005), "{back:?}");
     store.write(WriteBatch { delete_units: vec![1], ..Default::default() }).await.expect("delete");
     assert!(store.load().await.unwrap().units.is_empty());
     store.clear().await.expect("clear");

@@ -1,22 +1,34 @@
-//! The browser [`Store`]: IndexedDB through the `idb` crate. One database per memory (`loci:<name>`), four object
-//! stores; every write is one readwrite transaction; open reads everything with four requests (vectors in bulk,
-//! as `Float32Array`s: binary, never JSON).
+//! The browser [`Store`]: IndexedDB through the `idb` crate. One database per memory (`loci:<name>`), five object
+//! stores; every write is one readwrite transaction.
+//!
+//! Vectors do not live in unit records: they are packed as int8 into chunk records of [`VECTOR_CHUNK`] units
+//! (`vectors` store, key = `unit id / VECTOR_CHUNK`), each `{ ids: Uint32Array, rows: Uint32Array, scales:
+//! Float32Array, codes: Int8Array }` (binary, never JSON). Open reads everything with five `get`/`getAll` requests,
+//! however many units there are, and the vectors arrive as a few hundred typed arrays rather than one object per
+//! unit. A write reads and rewrites, inside its own transaction, only the chunks whose units it adds or deletes.
+//!
+//! Schema 1 (vectors as a `Float32Array` inside each unit record) is migrated to chunks the first time it is opened.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use idb::{Database, KeyPath, ObjectStore, Query, TransactionMode};
-use js_sys::{Float32Array, Object, Reflect};
+use js_sys::{Float32Array, Int8Array, Object, Reflect, Uint32Array};
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::{Meta, Snapshot, Store, StoredUnit, WriteBatch};
+use super::{Meta, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, VECTOR_CHUNK};
+use crate::embed::DIM;
 use crate::error::{Error, Result};
 use crate::types::{Session, Turn, Unit};
 
-const DB_VERSION: u32 = 1;
+const DB_VERSION: u32 = 2;
 const META: &str = "meta";
 const SESSIONS: &str = "sessions";
 const TURNS: &str = "turns";
 const UNITS: &str = "units";
-const ALL: [&str; 4] = [META, SESSIONS, TURNS, UNITS];
+const VECTORS: &str = "vectors";
+const ALL: [&str; 5] = [META, SESSIONS, TURNS, UNITS, VECTORS];
 
 /// Maps an IndexedDB failure to loci's error, recognising the quota case.
 fn idb_err(context: &str, e: impl std::fmt::Display) -> Error {
@@ -41,6 +53,8 @@ fn de<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T> {
 pub struct IdbStore {
     db: Database,
     name: String,
+    /// Vector dimension: the model's, or the stored meta's once seen (tests store tiny vectors).
+    dim: Cell<usize>,
 }
 
 impl IdbStore {
@@ -49,7 +63,7 @@ impl IdbStore {
         format!("loci:{name}")
     }
 
-    /// Opens (creating on first use) the database of memory `name`.
+    /// Opens (creating on first use, upgrading a schema-1 database's object stores) the database of memory `name`.
     pub async fn open(name: &str) -> Result<Self> {
         let db = Database::builder(&Self::database_name(name))
             .version(DB_VERSION)
@@ -57,16 +71,16 @@ impl IdbStore {
             .add_object_store(idb::builder::ObjectStoreBuilder::new(SESSIONS).key_path(Some(KeyPath::new_single("id"))))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(TURNS).key_path(Some(KeyPath::new_single("id"))))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(UNITS).key_path(Some(KeyPath::new_single("id"))))
+            .add_object_store(idb::builder::ObjectStoreBuilder::new(VECTORS))
             .build()
             .await
             .map_err(|e| match e {
-                idb::Error::DomException(ref d) if d.name() == "VersionError" => Error::SchemaMismatch(format!(
-                    "database {} was written by a newer loci",
-                    Self::database_name(name)
-                )),
+                idb::Error::DomException(ref d) if d.name() == "VersionError" => {
+                    Error::SchemaMismatch(format!("database {} was written by a newer loci", Self::database_name(name)))
+                }
                 e => idb_err("opening IndexedDB", e),
             })?;
-        Ok(IdbStore { db, name: name.to_string() })
+        Ok(IdbStore { db, name: name.to_string(), dim: Cell::new(DIM) })
     }
 
     /// Deletes the whole database of memory `name` (it must not be open).
@@ -91,46 +105,146 @@ impl IdbStore {
     fn store(tx: &idb::Transaction, name: &str) -> Result<ObjectStore> {
         tx.object_store(name).map_err(|e| idb_err("opening an object store", e))
     }
+
+    /// Schema 1 → 2: moves the vectors of every unit record into chunk records, in one transaction.
+    async fn migrate_from_1(&self, meta: &mut Meta, units: &[StoredUnit]) -> Result<()> {
+        meta.schema = SCHEMA_VERSION;
+        let batch = WriteBatch { meta: Some(meta.clone()), units: units.to_vec(), ..Default::default() };
+        self.write(batch).await
+    }
 }
 
-fn unit_to_js(u: &StoredUnit) -> Result<JsValue> {
-    let o = ser(&u.unit)?;
-    let vectors = Float32Array::from(u.vectors.as_slice());
-    Reflect::set(&o, &"vectors".into(), &vectors).map_err(|_| Error::Storage("encoding a unit".into()))?;
-    Ok(o)
+/// The unit record: the unit alone (its vectors live in a chunk).
+fn unit_to_js(u: &Unit) -> Result<JsValue> {
+    ser(u)
 }
 
-fn unit_from_js(v: JsValue) -> Result<StoredUnit> {
-    let vectors = Reflect::get(&v, &"vectors".into())
-        .ok()
-        .and_then(|x| x.dyn_into::<Float32Array>().ok())
-        .ok_or_else(|| Error::Storage("a stored unit has no vectors".into()))?
-        .to_vec();
-    let _ = Reflect::delete_property(v.unchecked_ref::<Object>(), &"vectors".into());
+/// A unit record; a schema-1 record still carries its vectors as a `Float32Array`.
+fn unit_from_js(v: JsValue) -> Result<(Unit, Option<Rows>)> {
+    let legacy = Reflect::get(&v, &"vectors".into()).ok().and_then(|x| x.dyn_into::<Float32Array>().ok());
+    if legacy.is_some() {
+        let _ = Reflect::delete_property(v.unchecked_ref::<Object>(), &"vectors".into());
+    }
     let unit: Unit = de(v, "unit")?;
-    Ok(StoredUnit { unit, vectors })
+    Ok((unit, legacy.map(|a| Rows::F32(a.to_vec()))))
+}
+
+/// The vectors of up to [`VECTOR_CHUNK`] units, in id order, as int8 rows of `dim`.
+struct Chunk {
+    dim: usize,
+    units: BTreeMap<u32, (Vec<i8>, Vec<f32>)>,
+}
+
+fn typed<T: JsCast>(record: &JsValue, field: &str) -> Result<T> {
+    Reflect::get(record, &field.into())
+        .ok()
+        .and_then(|x| x.dyn_into::<T>().ok())
+        .ok_or_else(|| Error::Storage(format!("a stored vector chunk has no `{field}`")))
+}
+
+impl Chunk {
+    /// Decodes a chunk record, checking that its arrays agree.
+    fn new(dim: usize) -> Chunk {
+        Chunk { dim, units: BTreeMap::new() }
+    }
+
+    fn from_js(record: &JsValue) -> Result<Chunk> {
+        let dim = Reflect::get(record, &"dim".into()).ok().and_then(|d| d.as_f64()).unwrap_or(0.0) as usize;
+        if dim == 0 {
+            return Err(Error::Storage("a stored vector chunk has no dimension".into()));
+        }
+        let ids = typed::<Uint32Array>(record, "ids")?.to_vec();
+        let rows = typed::<Uint32Array>(record, "rows")?.to_vec();
+        let scales = typed::<Float32Array>(record, "scales")?.to_vec();
+        let codes = typed::<Int8Array>(record, "codes")?.to_vec();
+        let total: usize = rows.iter().map(|&r| r as usize).sum();
+        if ids.len() != rows.len() || scales.len() != total || codes.len() != total * dim {
+            return Err(Error::Storage("a stored vector chunk is damaged".into()));
+        }
+        let mut chunk = Chunk::new(dim);
+        let (mut row, mut code) = (0, 0);
+        for (&id, &n) in ids.iter().zip(&rows) {
+            let n = n as usize;
+            chunk.units.insert(id, (codes[code..code + n * dim].to_vec(), scales[row..row + n].to_vec()));
+            row += n;
+            code += n * dim;
+        }
+        Ok(chunk)
+    }
+
+    fn to_js(&self) -> Result<JsValue> {
+        let ids: Vec<u32> = self.units.keys().copied().collect();
+        let rows: Vec<u32> = self.units.values().map(|(_, s)| s.len() as u32).collect();
+        let scales: Vec<f32> = self.units.values().flat_map(|(_, s)| s.iter().copied()).collect();
+        let codes: Vec<i8> = self.units.values().flat_map(|(c, _)| c.iter().copied()).collect();
+        let o = Object::new();
+        let set = |k: &str, v: &JsValue| {
+            Reflect::set(&o, &k.into(), v).map_err(|_| Error::Storage("encoding a vector chunk".into()))
+        };
+        set("dim", &JsValue::from(self.dim as u32))?;
+        set("ids", &Uint32Array::from(ids.as_slice()))?;
+        set("rows", &Uint32Array::from(rows.as_slice()))?;
+        set("scales", &Float32Array::from(scales.as_slice()))?;
+        set("codes", &Int8Array::from(codes.as_slice()))?;
+        Ok(o.into())
+    }
+}
+
+fn chunk_of(unit: u32) -> u32 {
+    unit / VECTOR_CHUNK
 }
 
 #[async_trait(?Send)]
 impl Store for IdbStore {
     async fn load(&self) -> Result<Snapshot> {
         let tx = self.db.transaction(&ALL, TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
-        let meta_req = Self::store(&tx, META)?.get(JsValue::from_str("meta")).map_err(|e| idb_err("reading meta", e))?;
-        let sessions_req = Self::store(&tx, SESSIONS)?.get_all(None, None).map_err(|e| idb_err("reading sessions", e))?;
+        let meta_req =
+            Self::store(&tx, META)?.get(JsValue::from_str("meta")).map_err(|e| idb_err("reading meta", e))?;
+        let sessions_req =
+            Self::store(&tx, SESSIONS)?.get_all(None, None).map_err(|e| idb_err("reading sessions", e))?;
         let turns_req = Self::store(&tx, TURNS)?.get_all(None, None).map_err(|e| idb_err("reading turns", e))?;
         let units_req = Self::store(&tx, UNITS)?.get_all(None, None).map_err(|e| idb_err("reading units", e))?;
+        let vectors_req = Self::store(&tx, VECTORS)?.get_all(None, None).map_err(|e| idb_err("reading vectors", e))?;
         let meta = meta_req.await.map_err(|e| idb_err("reading meta", e))?;
         let sessions = sessions_req.await.map_err(|e| idb_err("reading sessions", e))?;
         let turns = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
         let units = units_req.await.map_err(|e| idb_err("reading units", e))?;
+        let chunks = vectors_req.await.map_err(|e| idb_err("reading vectors", e))?;
+        let mut meta = match meta {
+            Some(m) if !m.is_undefined() => Some(de::<Meta>(m, "meta")?),
+            _ => None,
+        };
+        if let Some(m) = &meta {
+            self.dim.set(m.dim as usize);
+        }
+        let mut vectors: HashMap<u32, Rows> = HashMap::with_capacity(units.len());
+        for c in &chunks {
+            for (id, (codes, scales)) in Chunk::from_js(c)?.units {
+                vectors.insert(id, Rows::Int8 { codes, scales });
+            }
+        }
+        let mut legacy = false;
+        let units = units
+            .into_iter()
+            .map(|u| {
+                let (unit, inline) = unit_from_js(u)?;
+                legacy |= inline.is_some();
+                let vectors = inline
+                    .or_else(|| vectors.remove(&unit.id))
+                    .ok_or_else(|| Error::Storage(format!("unit {} has no stored vectors", unit.id)))?;
+                Ok(StoredUnit { unit, vectors })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(m) = meta.as_mut() {
+            if m.schema == 1 && legacy {
+                self.migrate_from_1(m, &units).await?;
+            }
+        }
         Ok(Snapshot {
-            meta: match meta {
-                Some(m) if !m.is_undefined() => Some(de::<Meta>(m, "meta")?),
-                _ => None,
-            },
+            meta,
             sessions: sessions.into_iter().map(|s| de::<Session>(s, "session")).collect::<Result<_>>()?,
             turns: turns.into_iter().map(|t| de::<Turn>(t, "turn")).collect::<Result<_>>()?,
-            units: units.into_iter().map(unit_from_js).collect::<Result<_>>()?,
+            units,
         })
     }
 
@@ -138,7 +252,10 @@ impl Store for IdbStore {
         let tx = self.db.transaction(&ALL, TransactionMode::ReadWrite).map_err(|e| idb_err("writing", e))?;
         // Requests are queued without awaiting each one: the transaction commits them together or not at all.
         if let Some(meta) = &batch.meta {
-            Self::store(&tx, META)?.put(&ser(meta)?, Some(&JsValue::from_str("meta"))).map_err(|e| idb_err("writing meta", e))?;
+            self.dim.set(meta.dim as usize);
+            Self::store(&tx, META)?
+                .put(&ser(meta)?, Some(&JsValue::from_str("meta")))
+                .map_err(|e| idb_err("writing meta", e))?;
         }
         let units = Self::store(&tx, UNITS)?;
         for id in &batch.delete_units {
@@ -153,7 +270,51 @@ impl Store for IdbStore {
             turns.put(&ser(t)?, None).map_err(|e| idb_err("writing a turn", e))?;
         }
         for u in &batch.units {
-            units.put(&unit_to_js(u)?, None).map_err(|e| idb_err("writing a unit", e))?;
+            if !u.vectors.is_whole(self.dim.get()) {
+                return Err(Error::Storage(format!("unit {} has a damaged vector", u.unit.id)));
+            }
+            units.put(&unit_to_js(&u.unit)?, None).map_err(|e| idb_err("writing a unit", e))?;
+        }
+
+        // Vector chunks: read the touched ones inside this transaction, then rewrite them.
+        let touched: BTreeSet<u32> =
+            batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
+        if !touched.is_empty() {
+            let vectors = Self::store(&tx, VECTORS)?;
+            let mut reads = Vec::with_capacity(touched.len());
+            for &c in &touched {
+                reads.push((c, vectors.get(Query::Key(JsValue::from(c))).map_err(|e| idb_err("reading vectors", e))?));
+            }
+            let mut chunks: BTreeMap<u32, Chunk> = BTreeMap::new();
+            for (c, req) in reads {
+                let record = req.await.map_err(|e| idb_err("reading vectors", e))?;
+                let chunk = match record {
+                    Some(r) if !r.is_undefined() => Chunk::from_js(&r)?,
+                    _ => Chunk::new(self.dim.get()),
+                };
+                if chunk.dim != self.dim.get() {
+                    return Err(Error::Storage("a stored vector chunk has another dimension".into()));
+                }
+                chunks.insert(c, chunk);
+            }
+            for id in &batch.delete_units {
+                if let Some(c) = chunks.get_mut(&chunk_of(*id)) {
+                    c.units.remove(id);
+                }
+            }
+            for u in &batch.units {
+                if let Some(c) = chunks.get_mut(&chunk_of(u.unit.id)) {
+                    c.units.insert(u.unit.id, u.vectors.to_int8(self.dim.get()));
+                }
+            }
+            for (n, chunk) in &chunks {
+                let key = JsValue::from(*n);
+                if chunk.units.is_empty() {
+                    vectors.delete(Query::Key(key)).map_err(|e| idb_err("writing vectors", e))?;
+                } else {
+                    vectors.put(&chunk.to_js()?, Some(&key)).map_err(|e| idb_err("writing vectors", e))?;
+                }
+            }
         }
         let result = tx.await.map_err(|e| idb_err("committing", e))?;
         if result.is_committed() {

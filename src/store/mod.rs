@@ -1,6 +1,10 @@
 //! Store: where a memory persists. A small async trait with an IndexedDB implementation in the browser and an
 //! in-memory one for native tests and the CLI. Every write is one batch, applied atomically (one transaction).
+//! Vectors travel as [`Rows`]: float rows from the embedder, int8 rows (codes + one scale per row) from storage,
+//! so that a large memory is never materialised as floats at open.
 
+#[cfg(all(target_arch = "wasm32", feature = "bench"))]
+pub mod bench;
 #[cfg(target_arch = "wasm32")]
 pub mod idb;
 pub mod mem;
@@ -8,13 +12,19 @@ pub mod mem;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+pub use crate::index::vectors::Rows;
 pub use mem::MemStore;
 
 use crate::error::Result;
 use crate::types::{Session, Turn, Unit, UnitMode};
 
 /// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: vectors as int8 in chunk records of [`VECTOR_CHUNK`] units (IndexedDB), no longer inside unit records.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Units per vector chunk record: unit `id` lives in chunk `id / VECTOR_CHUNK`, so open reads about
+/// `units / VECTOR_CHUNK` records of vectors, and a write rewrites only the chunks it touches.
+pub const VECTOR_CHUNK: u32 = 512;
 
 /// What a database was built with, and its id counters.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -27,11 +37,11 @@ pub struct Meta {
     pub next_unit: u32,
 }
 
-/// A unit with its vectors: `windows` rows of `dim` floats back to back.
+/// A unit with its vectors: one row of `dim` per window, as floats or int8.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredUnit {
     pub unit: Unit,
-    pub vectors: Vec<f32>,
+    pub vectors: Rows,
 }
 
 /// Everything a memory holds, as loaded at open.
