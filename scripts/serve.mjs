@@ -14,7 +14,7 @@ const types = {
   ".json": "application/json", ".wasm": "application/wasm", ".onnx": "application/octet-stream",
   ".png": "image/png", ".svg": "image/svg+xml", ".ts": "text/plain", ".txt": "text/plain",
 };
-const served = ["www", "pkg"]; // nothing else of the repository is exposed
+const served = ["www", "pkg", "bench"]; // nothing else of the repository is exposed (bench: `npm run bench`)
 
 export function serve(listenPort = port) {
   const server = createServer((req, res) => {

@@ -1,0 +1,125 @@
+// The benchmark page's side: small measurable steps exposed on `window.bench`, called one by one by bench/run.mjs
+// (which owns repetition, page reloads and statistics). Everything is served by the local server; bench/run.mjs
+// fails the run if any request leaves the origin.
+import init, { Memory, benchPopulate } from "./pkg/loci.js";
+
+// Count IndexedDB requests (and records read by getAll), installed before loci opens anything.
+const idb = { requests: 0, byMethod: {}, recordsRead: 0 };
+for (const method of ["get", "getAll", "getAllKeys", "getKey", "put", "add", "delete", "clear", "count", "openCursor", "openKeyCursor"]) {
+  const original = IDBObjectStore.prototype[method];
+  if (!original) continue;
+  IDBObjectStore.prototype[method] = function (...args) {
+    idb.requests++;
+    idb.byMethod[`${this.name}.${method}`] = (idb.byMethod[`${this.name}.${method}`] || 0) + 1;
+    const request = original.apply(this, args);
+    if (method === "getAll") request.addEventListener("success", () => { idb.recordsRead += request.result.length; });
+    return request;
+  };
+}
+
+const wasm = await init();
+const embedder = { device: "wasm", modelUrl: "/www/assets/model/model.onnx", tokenizerUrl: "/www/assets/model/tokenizer.json", ortUrl: "/www/assets/ort/" };
+let memory = null;
+let extractor = null;
+
+const resetIdb = () => { idb.requests = 0; idb.byMethod = {}; idb.recordsRead = 0; };
+
+window.bench = {
+  async populate(name, units, unitsPerSession = 10) {
+    await Memory.deleteDatabase(name);
+    const t = performance.now();
+    await benchPopulate(name, units, unitsPerSession, 1);
+    return { ms: performance.now() - t };
+  },
+
+  /** Opens `name`; `storageMs` is the IndexedDB read + index build (from the `storage` to the `ready` progress
+   * event), `totalMs` includes fetching the model and creating the onnxruntime session. */
+  async open(name, extra = {}) {
+    if (memory) await memory.close();
+    resetIdb();
+    const marks = {};
+    const t = performance.now();
+    memory = await Memory.open({ name, embedder: { ...embedder, ...(extra.embedder || {}) }, unitMode: extra.unitMode, onProgress: (e) => { marks[e.phase] = performance.now(); } });
+    const end = performance.now();
+    const stats = await memory.stats();
+    return {
+      totalMs: end - t,
+      storageMs: marks.ready - marks.storage,
+      idb: { requests: idb.requests, byMethod: { ...idb.byMethod }, recordsRead: idb.recordsRead },
+      stats: { units: stats.units, vectors: stats.vectors, vectorBytes: stats.vectorBytes, turns: stats.turns, sessions: stats.sessions },
+      wasmHeapBytes: wasm.memory.buffer.byteLength,
+      threads: globalThis.ort?.env?.wasm?.numThreads ?? null,
+    };
+  },
+
+  async recall(queries, options = {}) {
+    const times = [];
+    for (const q of queries) {
+      const t = performance.now();
+      await memory.recall(q, options);
+      times.push(performance.now() - t);
+    }
+    return times;
+  },
+
+  async close() {
+    if (memory) await memory.close();
+    memory = null;
+  },
+
+  async deleteDatabase(name) {
+    if (memory) await memory.close();
+    memory = null;
+    await Memory.deleteDatabase(name);
+  },
+
+  /** loci: one addMessages call of all turns (the product path: tokenise, length-bucketed batches, pool, store). */
+  async embedLoci(turns, session) {
+    const t = performance.now();
+    const r = await memory.addMessages(turns, { session });
+    return { ms: performance.now() - t, units: r.unitsEmbedded };
+  },
+
+  async loadTransformers(threads) {
+    const { env, pipeline } = await import("./assets/transformers.min.js");
+    env.allowRemoteModels = false;
+    env.allowLocalModels = true;
+    // A path, not an absolute URL: transformers.js 4 only probes local files (tokenizer_config.json) for non-URLs.
+    env.localModelPath = new URL("./assets/models/", location.href).pathname;
+    env.useBrowserCache = false;
+    env.backends.onnx.wasm.wasmPaths = new URL("./assets/tjs-ort/", location.href).href;
+    env.backends.onnx.wasm.numThreads = threads;
+    const t = performance.now();
+    extractor = await pipeline("feature-extraction", "minilm", { dtype: "q8", device: "wasm" });
+    return { ms: performance.now() - t, version: env.version, ort: env.backends.onnx.versions?.web ?? null };
+  },
+
+  /** transformers.js on the same texts, `batch` at a time, in the given order (its pipeline pads each batch to its
+   * longest text). */
+  async embedTransformers(texts, batch) {
+    const t = performance.now();
+    let rows = 0;
+    for (let i = 0; i < texts.length; i += batch) {
+      const out = await extractor(texts.slice(i, i + batch), { pooling: "mean", normalize: true });
+      rows += out.dims[0];
+    }
+    return { ms: performance.now() - t, rows };
+  },
+
+  /** Diagnostic: the same five reads as loci's open, in plain JS (structured clone only, no decoding into Rust). */
+  async rawRead(name) {
+    const t = performance.now();
+    const db = await new Promise((ok, err) => { const r = indexedDB.open(`loci:${name}`); r.onsuccess = () => ok(r.result); r.onerror = () => err(r.error); });
+    const stores = ["meta", "sessions", "turns", "units", "vectors"];
+    const tx = db.transaction(stores, "readonly");
+    const counts = await Promise.all(stores.map((s) => new Promise((ok) => { const r = tx.objectStore(s).getAll(); r.onsuccess = () => ok(r.result.length); })));
+    db.close();
+    return { ms: performance.now() - t, counts };
+  },
+
+  async estimate() {
+    return navigator.storage.estimate();
+  },
+};
+document.querySelector("#status").textContent = "ready";
+window.benchReady = true;

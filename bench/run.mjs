@@ -1,0 +1,229 @@
+#!/usr/bin/env node
+// `npm run bench [-- --json PATH] [--quick] [--skip-build] [--scales 1000,10000,100000]`
+//
+// The browser benchmark: builds the package (release + wasm-opt, as shipped) and a bench variant (cargo feature
+// `bench`, which adds only `benchPopulate`), serves the repository locally (scripts/serve.mjs), and drives
+// bench/index.html in Debian's headless Chromium through playwright-core. Measures, as median and p95 over repeats:
+// embedding throughput of loci vs transformers.js on the same int8 model and tokenizer in the same page, recall
+// latency (query embedding included) and cold open at 10^3–10^5 stored units, bytes per unit, and the gzipped size
+// of loci's own wasm. Fails if any request leaves the origin.
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { loadavg, cpus } from "node:os";
+import { chromium } from "playwright-core";
+import { serve } from "../scripts/serve.mjs";
+import { chatTurns, questions } from "./turns.mjs";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const argv = process.argv.slice(2);
+const flag = (name) => argv.includes(name);
+const value = (name) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : undefined; };
+const quick = flag("--quick");
+const jsonPath = value("--json");
+const scales = (value("--scales") || "1000,10000,100000").split(",").map(Number);
+const EMBED_TURNS = quick ? 64 : 256;
+const EMBED_REPS = quick ? 2 : 5;
+const BATCH = 16;
+const RECALL_QUERIES = quick ? 10 : 40;
+const OPEN_REPS = (n) => (quick ? 2 : n >= 100_000 ? 3 : 5);
+
+const run = (cmd, args, env = {}) => {
+  const r = spawnSync(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed`);
+};
+const log = (...a) => console.error("[bench]", ...a);
+
+// 1. Builds: the package as shipped (for its size) and the bench variant the page loads.
+if (!flag("--skip-build")) {
+  run("node", ["scripts/build.mjs"]);
+  run("cargo", ["build", "--lib", "--release", "--target", "wasm32-unknown-unknown", "--features", "bench"]);
+  run("wasm-bindgen", ["--target", "web", "--out-dir", "bench/pkg", "--out-name", "loci",
+    join("target", "wasm32-unknown-unknown", "release", "loci.wasm")]);
+  const wasmOpt = join(root, "node_modules", ".bin", "wasm-opt");
+  const w = join(root, "bench", "pkg", "loci_bg.wasm");
+  run(wasmOpt, ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",
+    "--enable-reference-types", "--enable-multivalue", "--enable-mutable-globals", "--enable-simd", w, "-o", w]);
+}
+const wasmBytes = readFileSync(join(root, "pkg", "loci_bg.wasm"));
+const wasmGzip = gzipSync(wasmBytes, { level: 9 }).length;
+
+// 2. transformers.js assets, self-hosted in bench/assets/ (ignored by git): its bundle, its onnxruntime-web files,
+// and the very same model.onnx and tokenizer.json loci uses under the layout transformers.js expects.
+const assets = join(root, "bench", "assets");
+const tjs = join(root, "node_modules", "@huggingface", "transformers");
+rmSync(assets, { recursive: true, force: true });
+mkdirSync(join(assets, "tjs-ort"), { recursive: true });
+mkdirSync(join(assets, "models", "minilm", "onnx"), { recursive: true });
+copyFileSync(join(tjs, "dist", "transformers.min.js"), join(assets, "transformers.min.js"));
+const tjsOrt = [join(tjs, "node_modules", "onnxruntime-web", "dist"), join(root, "node_modules", "onnxruntime-web", "dist")].find(existsSync);
+for (const f of readdirSync(tjsOrt).filter((f) => f.startsWith("ort-wasm-simd-threaded"))) copyFileSync(join(tjsOrt, f), join(assets, "tjs-ort", f));
+const model = join(root, "www", "assets", "model");
+symlinkSync(join(model, "model.onnx"), join(assets, "models", "minilm", "onnx", "model_quantized.onnx"));
+// tokenizer.json ships `padding: Fixed 128`; loci pads each batch to its longest window, so give transformers.js
+// the same (its pipeline then pads to the longest text of each batch, as with `padding: true`): only the padding
+// and truncation blocks differ from the file loci reads; the vocabulary and normaliser are the same.
+const tok = JSON.parse(readFileSync(join(model, "tokenizer.json"), "utf8"));
+tok.padding = null;
+tok.truncation = null;
+writeFileSync(join(assets, "models", "minilm", "tokenizer.json"), JSON.stringify(tok));
+writeFileSync(join(assets, "models", "minilm", "tokenizer_config.json"), JSON.stringify({
+  tokenizer_class: "BertTokenizer", do_lower_case: true, model_max_length: 256, cls_token: "[CLS]", sep_token: "[SEP]",
+  pad_token: "[PAD]", unk_token: "[UNK]", mask_token: "[MASK]", tokenize_chinese_chars: true, strip_accents: null,
+}));
+// all-MiniLM-L6-v2's config (sentence-transformers/all-MiniLM-L6-v2 config.json).
+writeFileSync(join(assets, "models", "minilm", "config.json"), JSON.stringify({
+  model_type: "bert", architectures: ["BertModel"], hidden_size: 384, num_hidden_layers: 6, num_attention_heads: 12,
+  intermediate_size: 1536, hidden_act: "gelu", max_position_embeddings: 512, type_vocab_size: 2, vocab_size: 30522,
+  layer_norm_eps: 1e-12, pad_token_id: 0,
+}));
+
+// 3. Statistics.
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const i = (s.length - 1) * q;
+  const lo = Math.floor(i), hi = Math.ceil(i);
+  return s[lo] + (s[hi] - s[lo]) * (i - lo);
+};
+const median = (xs) => quantile(xs, 0.5);
+const p95 = (xs) => quantile(xs, 0.95);
+const r1 = (x) => Math.round(x * 10) / 10;
+
+const load = { before: loadavg() };
+const server = await serve(0);
+const origin = `http://127.0.0.1:${server.address().port}`;
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic"],
+});
+const out = { wasm_gzip_bytes: wasmGzip, wasm_bytes: wasmBytes.length };
+const rows = [];
+let failed = false;
+try {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  page.on("pageerror", (e) => log("page error:", e.message));
+  page.on("console", (m) => { if (m.type() === "error") log("console:", m.text()); });
+  const fresh = async () => {
+    await page.goto(`${origin}/bench/index.html`);
+    await page.waitForFunction(() => window.benchReady === true, null, { timeout: 120_000 });
+  };
+  const call = (fn, ...args) => page.evaluate(([fn, args]) => window.bench[fn](...args), [fn, args]);
+  await fresh();
+  out.browser = browser.version();
+  out.cores = cpus().length;
+
+  // Embedding throughput, same page, alternating loci and transformers.js on the same turns.
+  {
+    log(`embedding: ${EMBED_TURNS} turns × ${EMBED_REPS} repeats, batch ${BATCH}`);
+    await call("deleteDatabase", "bench-embed");
+    const opened = await call("open", "bench-embed", { unitMode: "single", embedder: { batchSize: BATCH } });
+    const threads = opened.threads ?? 1;
+    const info = await call("loadTransformers", threads);
+    const turns = chatTurns(EMBED_TURNS);
+    const texts = turns.map((t) => `[${t.speaker}]: ${t.content}`); // exactly what loci embeds for a turn
+    await call("embedLoci", turns.slice(0, 32), "warm");
+    await call("embedTransformers", texts.slice(0, 32), BATCH);
+    const loci = [], tj = [];
+    for (let i = 0; i < EMBED_REPS; i++) {
+      const a = await call("embedLoci", turns, `rep${i}`);
+      if (a.units !== turns.length) throw new Error(`loci embedded ${a.units} units for ${turns.length} turns`);
+      loci.push(turns.length / (a.ms / 1000));
+      const b = await call("embedTransformers", texts, BATCH);
+      tj.push(texts.length / (b.ms / 1000));
+    }
+    const ratios = loci.map((x, i) => x / tj[i]);
+    Object.assign(out, {
+      embed_turns_per_s_loci: r1(median(loci)), embed_turns_per_s_loci_p95_low: r1(quantile(loci, 0.05)),
+      embed_turns_per_s_transformersjs: r1(median(tj)), embed_turns_per_s_transformersjs_p95_low: r1(quantile(tj, 0.05)),
+      embed_ratio_vs_transformersjs: Math.round(median(ratios) * 100) / 100,
+      embed_batch: BATCH, embed_turns: EMBED_TURNS, embed_threads: threads,
+      transformersjs_version: info.version, transformersjs_ort: info.ort,
+    });
+    rows.push(["embedding, loci (turns/s)", r1(median(loci)), r1(quantile(loci, 0.05)) + " (p5)", ""]);
+    rows.push(["embedding, transformers.js (turns/s)", r1(median(tj)), r1(quantile(tj, 0.05)) + " (p5)", ""]);
+    rows.push(["embedding ratio loci / transformers.js", out.embed_ratio_vs_transformersjs, r1(quantile(ratios, 0.05) * 100) / 100 + " (p5)", "≥ 1.5"]);
+    await call("deleteDatabase", "bench-embed");
+  }
+
+  // Scale: populate, cold opens (a fresh page each), recall latency.
+  const qs = questions(RECALL_QUERIES + 3);
+  for (const n of scales) {
+    const name = `bench-${n}`;
+    const k = n >= 1000 ? `${n / 1000}k` : `${n}`;
+    await fresh();
+    await call("deleteDatabase", name);
+    const before = await call("estimate");
+    log(`${k}: populating`);
+    const pop = await call("populate", name, n);
+    log(`${k}: populated in ${(pop.ms / 1000).toFixed(1)} s`);
+    const opens = [];
+    let last;
+    for (let i = 0; i < OPEN_REPS(n); i++) {
+      await fresh();
+      last = await call("open", name);
+      if (last.stats.units !== n) throw new Error(`opened ${last.stats.units} units, expected ${n}`);
+      opens.push(last.storageMs);
+    }
+    await fresh();
+    const raw = [];
+    for (let i = 0; i < OPEN_REPS(n); i++) raw.push((await call("rawRead", name)).ms);
+    await call("open", name);
+    const times = (await call("recall", qs)).slice(3); // the first queries warm the JIT and caches
+    const after = await call("estimate");
+    await call("close");
+    out[`recall_p50_ms_${k}`] = r1(median(times));
+    out[`recall_p95_ms_${k}`] = r1(p95(times));
+    out[`open_ms_${k}`] = r1(median(opens));
+    out[`open_p95_ms_${k}`] = r1(p95(opens));
+    out[`open_total_ms_${k}`] = r1(last.totalMs);
+    out[`open_raw_idb_ms_${k}`] = r1(median(raw));
+    out[`open_idb_requests_${k}`] = last.idb.requests;
+    out[`open_idb_records_${k}`] = last.idb.recordsRead;
+    out[`idb_bytes_per_unit_${k}`] = Math.round((after.usage - before.usage) / n);
+    out[`wasm_heap_mb_${k}`] = r1(last.wasmHeapBytes / 2 ** 20);
+    out.vector_bytes_per_unit = Math.round(last.stats.vectorBytes / last.stats.units);
+    rows.push([`recall latency @${k} (ms)`, out[`recall_p50_ms_${k}`], out[`recall_p95_ms_${k}`],
+      { 10000: "≤ 20", 100000: "≤ 60" }[n] || ""]);
+    rows.push([`cold open @${k}: IndexedDB read + index (ms)`, out[`open_ms_${k}`], out[`open_p95_ms_${k}`],
+      n === 100000 ? "≤ 1500" : ""]);
+    rows.push([`  of which plain-JS getAll of the same stores (ms)`, out[`open_raw_idb_ms_${k}`], "", ""]);
+    rows.push([`  open @${k}: IndexedDB requests / records read`, `${last.idb.requests} / ${last.idb.recordsRead}`, "", ""]);
+    rows.push([`  IndexedDB bytes per unit @${k}`, out[`idb_bytes_per_unit_${k}`], "", ""]);
+    rows.push([`  wasm heap after open @${k} (MB)`, out[`wasm_heap_mb_${k}`], "", ""]);
+    await fresh();
+    await call("deleteDatabase", name);
+  }
+  rows.push(["vector bytes per unit in memory", out.vector_bytes_per_unit, "", "≤ 400"]);
+  rows.push(["loci wasm gzipped (bytes)", wasmGzip, "", "≤ 614400"]);
+
+  const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith("data:") && !u.startsWith("blob:"));
+  if (foreign.length) throw new Error(`requests left the page: ${foreign.join(", ")}`);
+  out.requests_all_local = true;
+} catch (e) {
+  failed = true;
+  log(e.stack || e);
+} finally {
+  await browser.close();
+  server.close();
+}
+load.after = loadavg();
+out.load_avg_1m = { before: r1(load.before[0]), after: r1(load.after[0]) };
+
+const widths = [48, 12, 14, 10];
+const line = (cells) => "| " + cells.map((c, i) => String(c).padEnd(widths[i])).join(" | ") + " |";
+console.log(line(["measure", "median", "p95", "target"]));
+console.log("|" + widths.map((w) => "-".repeat(w + 2)).join("|") + "|");
+for (const r of rows) console.log(line(r));
+console.log(`load average (1 min) before/after: ${out.load_avg_1m.before} / ${out.load_avg_1m.after} on ${cpus().length} cores`);
+if (jsonPath) {
+  writeFileSync(resolve(jsonPath), JSON.stringify(out, null, 2) + "\n");
+  log(`wrote ${jsonPath}`);
+}
+process.exit(failed ? 1 : 0);
