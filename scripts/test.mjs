@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: sets up (idempotent), then runs every test: native (cargo test), then the browser suites in headless
 // Chromium (wasm-bindgen-test), the WebGPU suite with its own Chromium flags.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,9 +15,24 @@ const step = (title, cmd, args, env = {}) => {
   if (r.status !== 0) process.exit(r.status ?? 1);
 };
 
+// The scripted OpenAI-compatible server the browser LLM tests talk to (native tests start their own).
+async function startLlmServer() {
+  const child = spawn("node", ["tests/llm-server/server.mjs", "0"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise((ok, fail) => {
+    child.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
+    child.on("exit", (code) => fail(new Error(`test LLM server exited (${code})`)));
+  });
+  process.on("exit", () => child.kill());
+  return `http://127.0.0.1:${port}/v1`;
+}
+
 step("setup", "node", ["scripts/setup.mjs"]);
 step("native tests", "cargo", ["test"]);
-const browserEnv = { CHROMEDRIVER: "/usr/bin/chromedriver", WASM_BINDGEN_TEST_TIMEOUT: "180" };
+const browserEnv = {
+  CHROMEDRIVER: "/usr/bin/chromedriver",
+  WASM_BINDGEN_TEST_TIMEOUT: "180",
+  LOCI_TEST_LLM_URL: await startLlmServer(),
+};
 for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*\.rs$/.test(f)).sort()) {
   const name = file.replace(/\.rs$/, "");
   const webgpu = name.includes("webgpu");

@@ -223,6 +223,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.embedder.device()
     }
 
+    /// The embedding model's tokenizer (also used to estimate LLM tokens).
+    pub fn tokenizer(&self) -> &crate::text::WordPiece {
+        self.embedder.tokenizer()
+    }
+
     pub fn config(&self) -> &MemoryConfig {
         &self.config
     }
@@ -490,12 +495,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             device: self.device(),
             unit_mode: self.config.unit_mode,
             llm: self.llm_counters,
+            vector_bytes: self.vectors.bytes(),
         }
     }
 
     /// Erases everything this memory holds, in storage and in RAM.
     pub async fn forget_all(&mut self) -> Result<()> {
-            vector_bytes: self.vectors.bytes(),
         self.store.clear().await?;
         self.meta.next_turn = 1;
         self.meta.next_unit = 1;

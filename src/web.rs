@@ -11,12 +11,21 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
+use std::cell::RefCell;
+
 use crate::embed::{self, Device, EmbedConfig, Embedder, OnnxRuntime, OrtDist, WebBuild};
 use crate::error::Error;
+use crate::llm::callback::CallbackLlm;
+use crate::llm::fetch::FetchTransport;
+use crate::llm::openai::{OpenAiClient, OpenAiConfig};
+use crate::llm::{AbortSignal, Llm};
+use crate::memory::{AnswerOptions, PruneOptions};
 use crate::memory::{self, MemoryConfig, RecallOptions};
+use crate::recall::prune::PruneMode;
+use crate::recall::RecallMethod;
 use crate::store::idb::IdbStore;
 use crate::text::WordPiece;
-use crate::types::{InputLimits, MessageInput, UnitMode};
+use crate::types::{parse_time, InputLimits, MessageInput, TimeInput, UnitMode};
 
 type Core = memory::Memory<IdbStore, OnnxRuntime>;
 
@@ -100,12 +109,128 @@ struct AddOptions {
     session: Option<String>,
 }
 
+/// Options of `recall` and `answer` (`signal` is read separately: it is an object, not data).
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct JsRecallOptions {
     k: Option<usize>,
     units_per_session: Option<usize>,
     order: Option<String>,
+    method: Option<RecallMethod>,
+    prune: Option<String>,
+    /// Extractive pruning: share of the unpruned context's tokens to keep.
+    budget: Option<f32>,
+    question_time: Option<TimeInput>,
+    max_tokens: Option<u32>,
+}
+
+const RECALL_KEYS: [&str; 9] =
+    ["k", "unitsPerSession", "order", "method", "prune", "budget", "questionTime", "maxTokens", "signal"];
+
+impl JsRecallOptions {
+    fn parse(options: &JsValue, what: &str) -> Result<Self, Error> {
+        check_keys(options, &RECALL_KEYS, what)?;
+        if options.is_undefined() || options.is_null() {
+            return Ok(Self::default());
+        }
+        let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
+        let _ = Reflect::delete_property(&data, &"signal".into());
+        from_js(data.into(), what)
+    }
+
+    fn recall_options(&self) -> Result<RecallOptions, Error> {
+        let mut ro = RecallOptions::default();
+        if let Some(k) = self.k {
+            ro.k = k;
+        }
+        if let Some(u) = self.units_per_session {
+            ro.units_per_session = u.max(1);
+        }
+        if let Some(m) = self.method {
+            ro.method = m;
+        }
+        ro.chronological = match self.order.as_deref() {
+            None | Some("chronological") => true,
+            Some("rank") => false,
+            Some(o) => return Err(Error::invalid(format!("`order` must be \"chronological\" or \"rank\", not {o:?}"))),
+        };
+        Ok(ro)
+    }
+
+    fn prune_options(&self, default_mode: PruneMode, signal: Option<AbortSignal>) -> Result<PruneOptions, Error> {
+        let mut po = PruneOptions { mode: default_mode, abort: signal, max_tokens: None, ..Default::default() };
+        if let Some(p) = &self.prune {
+            po.mode = PruneMode::parse(p)?;
+        }
+        if let Some(b) = self.budget {
+            if !(b > 0.0 && b <= 1.0) {
+                return Err(Error::invalid("`budget` must be in (0, 1]"));
+            }
+            po.extractive.budget_ratio = b;
+        }
+        if let Some(t) = &self.question_time {
+            po.question_time = Some(parse_time(t)?);
+        }
+        Ok(po)
+    }
+}
+
+/// Links a JS `AbortSignal` (if given) to ours.
+fn abort_signal(options: &JsValue) -> Result<Option<AbortSignal>, Error> {
+    let js = Reflect::get(options, &"signal".into()).unwrap_or(JsValue::UNDEFINED);
+    if js.is_undefined() || js.is_null() || options.is_undefined() {
+        return Ok(None);
+    }
+    let js: web_sys::AbortSignal = js.dyn_into().map_err(|_| Error::invalid("`signal` must be an AbortSignal"))?;
+    let ours = AbortSignal::new();
+    if js.aborted() {
+        ours.abort();
+    } else {
+        let linked = ours.clone();
+        let on_abort = Closure::once_into_js(move || linked.abort());
+        js.add_event_listener_with_callback("abort", on_abort.unchecked_ref())
+            .map_err(|_| Error::invalid("`signal` could not be observed"))?;
+    }
+    Ok(Some(ours))
+}
+
+/// The user's LLM: `{ baseUrl, apiKey?, model, headers?, timeoutMs?, maxConcurrency?, maxRetries? }` for an
+/// OpenAI-compatible endpoint, or an async function `({ messages, json, maxTokens, temperature }) => ({ text, usage? })`.
+/// The API key lives in this object only: never stored, never logged.
+fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm>>, Error> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    if let Some(f) = v.dyn_ref::<Function>() {
+        return Ok(Some(Rc::new(CallbackLlm::new(f.clone()).with_tokenizer(tokenizer.clone()))));
+    }
+    check_keys(v, &["baseUrl", "apiKey", "model", "headers", "timeoutMs", "maxConcurrency", "maxRetries"], "llm options")?;
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct LlmOptions {
+        base_url: String,
+        api_key: Option<String>,
+        model: String,
+        headers: Option<std::collections::BTreeMap<String, String>>,
+        timeout_ms: Option<u64>,
+        max_concurrency: Option<usize>,
+        max_retries: Option<u32>,
+    }
+    let o: LlmOptions = from_js(v.clone(), "llm options")?;
+    let mut config = OpenAiConfig::new(o.base_url, o.model);
+    config.api_key = o.api_key.filter(|k| !k.is_empty());
+    config.headers = o.headers.unwrap_or_default().into_iter().collect();
+    if let Some(t) = o.timeout_ms {
+        config.timeout_ms = t;
+    }
+    if let Some(c) = o.max_concurrency {
+        config.max_concurrency = c;
+    }
+    if let Some(r) = o.max_retries {
+        config.max_retries = r;
+    }
+    let client = OpenAiClient::new(config, FetchTransport::new())?.with_tokenizer(tokenizer.clone());
+    Ok(Some(Rc::new(client)))
 }
 
 fn absolute_url(url: &str) -> Result<String, Error> {
@@ -260,6 +385,8 @@ pub struct Memory {
     name: String,
     device_reason: String,
     release_lock: Function,
+    llm: Rc<RefCell<Option<Rc<dyn Llm>>>>,
+    tokenizer: Rc<WordPiece>,
 }
 
 async fn open_inner(options: JsValue) -> Result<Memory, Error> {
@@ -272,7 +399,12 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
         .map(|v| v.dyn_into::<Function>().map_err(|_| Error::invalid("`onProgress` must be a function")))
         .transpose()?;
     // `onProgress` is a function, not data: read above, removed from a copy before the typed parse.
-    check_keys(&options, &["name", "embedder", "unitMode", "maxMessageChars", "sessionGapMinutes", "onProgress"], "Memory.open options")?;
+    check_keys(
+        &options,
+        &["name", "embedder", "unitMode", "maxMessageChars", "sessionGapMinutes", "onProgress", "llm"],
+        "Memory.open options",
+    )?;
+    let llm_option = Reflect::get(&options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
     let embedder = Reflect::get(&options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
     check_keys(
         &embedder,
@@ -281,6 +413,7 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     )?;
     let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
     let _ = Reflect::delete_property(&data, &"onProgress".into());
+    let _ = Reflect::delete_property(&data, &"llm".into());
     let opts: OpenOptions = from_js(data.into(), "Memory.open options")?;
     if opts.name.trim().is_empty() || opts.name.len() > 200 {
         return Err(Error::invalid("`name` must be a non-empty string of at most 200 characters"));
@@ -324,7 +457,23 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     let release_lock = lock_memory(&opts.name).await?;
     match load_memory(&opts, config, dist, &model_url, &tokenizer_url, &on_progress).await {
         Ok((core, device_reason)) => {
-            Ok(Memory { inner: Rc::new(Mutex::new(Some(core))), name: opts.name, device_reason, release_lock })
+            let tokenizer = Rc::new(core.tokenizer().clone());
+            let llm = match parse_llm(&llm_option, &tokenizer) {
+                Ok(l) => l,
+                Err(e) => {
+                    core.into_store().close();
+                    let _ = release_lock.call0(&JsValue::NULL);
+                    return Err(e);
+                }
+            };
+            Ok(Memory {
+                inner: Rc::new(Mutex::new(Some(core))),
+                name: opts.name,
+                device_reason,
+                release_lock,
+                llm: Rc::new(RefCell::new(llm)),
+                tokenizer,
+            })
         }
         Err(e) => {
             let _ = release_lock.call0(&JsValue::NULL);
@@ -427,36 +576,68 @@ impl Memory {
         })
     }
 
-    /// Ranks past sessions for `query` with Turn Isolation Retrieval and returns the top `k` with their evidence
-    /// and a rendered context.
+    /// Ranks past sessions for `query` (default method: hybrid dense + lexical; `method: "tir"` is the papers'
+    /// Turn Isolation Retrieval) and returns the top `k` with their evidence and a rendered context, optionally
+    /// pruned: `prune: "extractive"` (no LLM) or `"llm"` (query-driven pruning by the configured LLM).
     #[wasm_bindgen(unchecked_return_type = "Promise<RecallResult>")]
     pub fn recall(&self, query: JsValue, options: JsValue) -> Promise {
         let inner = self.inner.clone();
+        let llm = self.llm.borrow().clone();
         spawn(async move {
             let query = query.as_string().ok_or_else(|| Error::invalid("the query must be a string"))?;
-            check_keys(&options, &["k", "unitsPerSession", "order"], "recall options")?;
-            let opts: JsRecallOptions = if options.is_undefined() || options.is_null() {
-                JsRecallOptions::default()
-            } else {
-                from_js(options, "recall options")?
-            };
-            let mut ro = RecallOptions::default();
-            if let Some(k) = opts.k {
-                ro.k = k;
+            let opts = JsRecallOptions::parse(&options, "recall options")?;
+            let ro = opts.recall_options()?;
+            let signal = abort_signal(&options)?;
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            if opts.prune.is_none() {
+                let result = core.recall(&query, ro).await?;
+                return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
             }
-            if let Some(u) = opts.units_per_session {
-                ro.units_per_session = u.max(1);
-            }
-            ro.chronological = match opts.order.as_deref() {
-                None | Some("chronological") => true,
-                Some("rank") => false,
-                Some(o) => return Err(Error::invalid(format!("`order` must be \"chronological\" or \"rank\", not {o:?}"))),
+            let po = opts.prune_options(PruneMode::None, signal)?;
+            let result = core.recall_pruned(&query, ro, &po, llm.as_deref(), js_sys::Date::now()).await?;
+            to_js(&result).map_err(|_| Error::invalid("encoding the result"))
+        })
+    }
+
+    /// Answers `question` from memory with the configured LLM: recall, prune (default: the LLM keeps only the
+    /// evidence), generate. Returns the answer, the evidence it used and the calls and tokens spent.
+    #[wasm_bindgen(unchecked_return_type = "Promise<AnswerResult>")]
+    pub fn answer(&self, question: JsValue, options: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        let llm = self.llm.borrow().clone();
+        spawn(async move {
+            let question = question.as_string().ok_or_else(|| Error::invalid("the question must be a string"))?;
+            let llm = llm.ok_or_else(|| {
+                Error::LlmUnavailable("answer() needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
+            })?;
+            let opts = JsRecallOptions::parse(&options, "answer options")?;
+            let defaults = AnswerOptions::default();
+            let answer_options = AnswerOptions {
+                recall: opts.recall_options()?,
+                prune: opts.prune_options(defaults.prune.mode, abort_signal(&options)?)?,
+                max_tokens: opts.max_tokens.or(defaults.max_tokens),
             };
             let mut guard = inner.lock().await;
             let core = guard.as_mut().ok_or(Error::Closed)?;
-            let result = core.recall(&query, ro).await?;
-            to_js(&result).map_err(|_| Error::invalid("encoding the result"))
+            let result = core.answer(&question, &answer_options, &*llm, js_sys::Date::now()).await?;
+            to_js(&result).map_err(|_| Error::invalid("encoding the answer"))
         })
+    }
+
+    /// Sets (or, with `null`, removes) the LLM: an OpenAI-compatible endpoint `{ baseUrl, apiKey?, model, … }` or an
+    /// async function. The key is kept in memory only.
+    #[wasm_bindgen(js_name = setLlm)]
+    pub fn set_llm(&self, llm: JsValue) -> Result<(), JsValue> {
+        let parsed = parse_llm(&llm, &self.tokenizer).map_err(js_error)?;
+        *self.llm.borrow_mut() = parsed;
+        Ok(())
+    }
+
+    /// Whether an LLM is configured.
+    #[wasm_bindgen(getter, js_name = hasLlm)]
+    pub fn has_llm(&self) -> bool {
+        self.llm.borrow().is_some()
     }
 
     /// Counts and configuration: sessions, turns, units, vectors, model, device.

@@ -1,0 +1,187 @@
+//! Headless Chromium: the OpenAI-compatible fetch client through every fault of the scripted test server, the JS
+//! callback LLM, and `answer()` end to end. The server's URL is compiled in from `LOCI_TEST_LLM_URL`
+//! (scripts/test.mjs starts tests/llm-server/server.mjs and sets it).
+#![cfg(target_arch = "wasm32")]
+
+mod browser_common;
+
+use browser_common::*;
+use js_sys::{Function, Reflect};
+use loci::llm::fetch::FetchTransport;
+use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use loci::llm::{structured, ChatMessage, Llm, LlmRequest};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn server() -> &'static str {
+    option_env!("LOCI_TEST_LLM_URL").expect("LOCI_TEST_LLM_URL: start tests/llm-server/server.mjs (npm test does)")
+}
+
+fn control(path: &str) -> String {
+    format!("{}/{path}", server().trim_end_matches("/v1"))
+}
+
+async fn post(url: &str, body: &str) -> JsValue {
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(body));
+    let resp = JsFuture::from(web_sys::window().unwrap().fetch_with_str_and_init(url, &init)).await.unwrap();
+    let resp: web_sys::Response = resp.unchecked_into();
+    JsFuture::from(resp.text().unwrap()).await.unwrap()
+}
+
+async fn script(steps: &str) {
+    post(&control("__reset"), "").await;
+    post(&control("__script"), steps).await;
+}
+
+async fn requests_logged() -> u32 {
+    let text = fetch_text(&control("__log")).await.unwrap();
+    js_sys::JSON::parse(&text).unwrap().unchecked_into::<js_sys::Array>().length()
+}
+
+fn client(timeout_ms: u64) -> OpenAiClient<FetchTransport> {
+    let mut config = OpenAiConfig::new(server(), "test-model");
+    config.api_key = Some("sk-test-secret".into());
+    config.timeout_ms = timeout_ms;
+    config.backoff_base_ms = 50;
+    config.backoff_max_ms = 200;
+    OpenAiClient::new(config, FetchTransport::new()).unwrap()
+}
+
+fn hello() -> LlmRequest {
+    LlmRequest::new(vec![ChatMessage::user("Say hi")])
+}
+
+#[derive(serde::Deserialize, Debug)]
+struct Answer {
+    answer: String,
+}
+
+fn json_request() -> LlmRequest {
+    LlmRequest { json: true, ..LlmRequest::new(vec![ChatMessage::user("Reply with {\"answer\": …}")]) }
+}
+
+#[wasm_bindgen_test]
+async fn fetch_client_survives_every_fault() {
+    let llm = client(1500);
+
+    script(r#"[{"status": 429, "retryAfter": 1}, {"reply": "after 429"}]"#).await;
+    assert_eq!(llm.chat(&hello()).await.expect("429 then success").text, "after 429");
+    assert_eq!(requests_logged().await, 2, "retried once after Retry-After");
+
+    script(r#"[{"status": 500}, {"status": 503}, {"reply": "after 5xx"}]"#).await;
+    assert_eq!(llm.chat(&hello()).await.expect("5xx retried").text, "after 5xx");
+    assert_eq!(requests_logged().await, 3);
+
+    script(r#"[{"drop": true}, {"reply": "after drop"}]"#).await;
+    assert_eq!(llm.chat(&hello()).await.expect("dropped connection retried").text, "after drop");
+
+    script(r#"[{"hang": true}]"#).await;
+    let err = llm.chat(&hello()).await.expect_err("hang");
+    assert_eq!(err.code(), "TIMEOUT", "{err}");
+
+    script(r#"[{"status": 401, "message": "bad key"}]"#).await;
+    let err = llm.chat(&hello()).await.expect_err("401");
+    assert_eq!(err.code(), "LLM_REJECTED");
+    assert_eq!(requests_logged().await, 1, "no retry on 401");
+    assert!(!err.to_string().contains("sk-test-secret"), "the key never appears in errors");
+
+    script(r#"[{"fenced": {"answer": "fenced works"}}]"#).await;
+    let parsed = structured::chat_json::<Answer>(&llm, &json_request()).await.expect("fenced JSON");
+    assert_eq!(parsed.value.answer, "fenced works");
+
+    script(r#"[{"raw": "not json at all"}, {"raw": "{\"answer\": \"trunc"}]"#).await;
+    let err = structured::chat_json::<Answer>(&llm, &json_request()).await.expect_err("garbage twice");
+    assert_eq!(err.code(), "LLM_BAD_REPLY");
+    assert_eq!(requests_logged().await, 2, "one corrective retry, then a typed error");
+
+    script(r#"[{"rejectResponseFormat": true}, {"reply": "{\"answer\": \"fallback\"}"}]"#).await;
+    let parsed = structured::chat_json::<Answer>(&llm, &json_request()).await.expect("response_format fallback");
+    assert_eq!(parsed.value.answer, "fallback");
+
+    let log = fetch_text(&control("__log")).await.unwrap();
+    assert!(log.contains("Bearer sk-test-secret"), "the key goes in the Authorization header");
+}
+
+async fn open_with_llm(name: &str, llm: &JsValue) -> loci::web::Memory {
+    delete(name).await;
+    let options = open_options(name, "wasm", "");
+    Reflect::set(&options, &"llm".into(), llm).unwrap();
+    open_with(options).await.unwrap_or_else(|e| panic!("open: {e:?}"))
+}
+
+const SESSIONS: [(&str, &str); 2] = [
+    ("garden", r#"[{"speaker": "Maya", "content": "I planted tomatoes and basil in the raised bed.", "time": "2024-03-02T10:00:00Z"},
+                  {"speaker": "Bot", "content": "Water the basil in the morning.", "time": "2024-03-02T10:01:00Z"}]"#),
+    ("physio", r#"[{"speaker": "Maya", "content": "My physiotherapist Okafor wants strength work twice a week.", "time": "2024-04-14T18:30:00Z"},
+                  {"speaker": "Bot", "content": "Squats and step-ups are classics.", "time": "2024-04-14T18:31:00Z"}]"#),
+];
+
+#[wasm_bindgen_test]
+async fn answer_end_to_end_through_the_test_server() {
+    script("[]").await; // default mode: answers deterministically from the prompt
+    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "apiKey": "sk-e2e", "timeoutMs": 5000}}"#, server()));
+    let m = open_with_llm("t-answer", &llm).await;
+    assert!(m.has_llm());
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let a = wait(m.answer("Who is the physiotherapist?".into(), js(r#"{"k": 2}"#))).await.expect("answer");
+    assert!(string(&a, "context").contains("Okafor"), "the pruned context holds the evidence");
+    assert!(!string(&a, "context").contains("tomatoes"), "QDP dropped the unrelated session");
+    assert!(string(&a, "answer").contains("Okafor"));
+    assert_eq!(num(&a, "spent.calls"), 2.0, "one pruning call, one answer call");
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(num(&stats, "llm.prune.calls"), 1.0);
+    assert_eq!(num(&stats, "llm.answer.calls"), 1.0);
+    assert!(num(&stats, "llm.answer.inputTokens") > 0.0);
+
+    // Recall with each pruning mode; extractive needs no LLM.
+    let r = wait(m.recall("Who is the physiotherapist?".into(), js(r#"{"k": 2, "prune": "extractive", "budget": 0.5}"#)))
+        .await
+        .unwrap();
+    assert!(num(&r, "contextTokens") <= num(&r, "unprunedTokens"));
+    let err = wait(m.recall("x".into(), js(r#"{"prune": "magic"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+
+    // A dead endpoint: a typed error, nothing stored or lost.
+    m.set_llm(js(r#"{"baseUrl": "http://127.0.0.1:9/v1", "model": "x", "timeoutMs": 500, "maxRetries": 1}"#)).unwrap();
+    let err = wait(m.answer("Who is the physiotherapist?".into(), JsValue::UNDEFINED)).await.unwrap_err();
+    assert_eq!(code(&err), "LLM_UNAVAILABLE", "{err:?}");
+    assert_eq!(num(&wait(m.stats()).await.unwrap(), "turns"), 4.0);
+
+    m.set_llm(JsValue::NULL).unwrap();
+    let err = wait(m.answer("Who?".into(), JsValue::UNDEFINED)).await.unwrap_err();
+    assert_eq!(code(&err), "LLM_UNAVAILABLE");
+    let err = m.set_llm(js(r#"{"baseUrl": "http://x", "model": "m", "apiKeys": "typo"}"#)).unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_js_callback_can_be_the_llm() {
+    // What WebLLM or Chrome's built-in model would plug in: an async function returning { text }.
+    let f = Function::new_with_args(
+        "req",
+        r#"globalThis.__calls = (globalThis.__calls || 0) + 1;
+           const last = req.messages.map((m) => m.content).join("\n");
+           if (last.includes('"keep"')) {
+             const ids = [...last.matchAll(/\[([0-9]+\.[0-9]+)\][^\n]*Okafor/g)].map((m) => m[1]);
+             return Promise.resolve({ text: JSON.stringify({ keep: ids }) });
+           }
+           return Promise.resolve({ text: JSON.stringify({ answer: "Okafor" }), usage: { inputTokens: 10, outputTokens: 3 } });"#,
+    );
+    let m = open_with_llm("t-callback", &f.into()).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let a = wait(m.answer("Who is the physiotherapist?".into(), JsValue::UNDEFINED)).await.expect("answer via callback");
+    assert_eq!(string(&a, "answer"), "Okafor");
+    let calls = Reflect::get(&js_sys::global(), &"__calls".into()).unwrap().as_f64().unwrap();
+    assert_eq!(calls, 2.0);
+    wait(m.close()).await.unwrap();
+}
