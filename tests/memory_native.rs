@@ -162,3 +162,37 @@ fn messages_without_a_session_continue_the_latest_one_until_a_gap() {
     let c = block_on(m.add_messages(&cooking(), None, 0.0)).unwrap();
     assert_ne!(c.session, a.session, "weeks later: a new session");
 }
+
+#[test]
+fn export_then_import_reproduces_the_memory_and_reimport_skips() {
+    let mut a = open(MemStore::new(), MemoryConfig::default());
+    block_on(a.add_messages(&hiking(), Some("hike"), 0.0)).unwrap();
+    block_on(a.add_messages(&cooking(), Some("bread"), 0.0)).unwrap();
+    let doc = a.export(1.0);
+    let json = serde_json::to_string(&doc).unwrap();
+    let doc: loci::memory::Export = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc.sessions.len(), 2);
+
+    let store = MemStore::new();
+    let mut b = open(store.clone(), MemoryConfig::default());
+    let mut progress = Vec::new();
+    let report = block_on(b.import(&doc, 2.0, |done, total| progress.push((done, total)))).unwrap();
+    assert_eq!((report.sessions_imported, report.sessions_skipped, report.turns_imported), (2, 0, 5));
+    assert_eq!(progress, vec![(1, 2), (2, 2)]);
+    assert_eq!(b.export(1.0), a.export(1.0), "same sessions, turns, speakers and times");
+    let r = block_on(b.recall("What bread did Ben bake?", RecallOptions { k: 1, ..Default::default() })).unwrap();
+    assert_eq!(r.sessions[0].id, "bread");
+
+    let again = block_on(b.import(&doc, 3.0, |_, _| {})).unwrap();
+    assert_eq!((again.sessions_imported, again.sessions_skipped), (0, 2));
+    assert_eq!(b.stats().turns, 5);
+
+    let mut bad = doc.clone();
+    bad.sessions[1].turns[0].text = String::new();
+    let mut c = open(MemStore::new(), MemoryConfig::default());
+    assert_eq!(block_on(c.import(&bad, 0.0, |_, _| {})).unwrap_err().code(), "INVALID_INPUT");
+    assert_eq!(c.stats().turns, 0, "a bad document stores nothing, not even its good sessions");
+    let mut foreign = doc;
+    foreign.format = "something-else".into();
+    assert_eq!(block_on(c.import(&foreign, 0.0, |_, _| {})).unwrap_err().code(), "INVALID_INPUT");
+}

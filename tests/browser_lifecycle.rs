@@ -1,0 +1,56 @@
+//! Headless Chromium, a memory's life cycle: export and import through JS; a memory open in one place refuses a
+//! second opener (another tab would work on a stale index
+//! and reuse ids) with BLOCKED_BY_OTHER_TAB, and is available again once closed.
+#![cfg(target_arch = "wasm32")]
+
+mod browser_common;
+
+use browser_common::*;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+#[wasm_bindgen_test]
+async fn a_second_opener_is_refused_until_the_first_closes() {
+    delete("t-tabs").await;
+    let first = open("t-tabs").await;
+    wait(first.add_messages(js(r#"[{"role": "user", "content": "I keep my bike in the shed."}]"#), js(r#"{"session": "a"}"#)))
+        .await
+        .unwrap();
+    let err = open_with(open_options("t-tabs", "wasm", "")).await.err().expect("second opener refused");
+    assert_eq!(code(&err), "BLOCKED_BY_OTHER_TAB");
+    // The refused opener changed nothing and the first keeps working.
+    let stats = wait(first.stats()).await.unwrap();
+    assert_eq!(num(&stats, "turns"), 1.0);
+    wait(first.close()).await.unwrap();
+
+    let second = open("t-tabs").await;
+    let stats = wait(second.stats()).await.unwrap();
+    assert_eq!(num(&stats, "turns"), 1.0);
+    wait(second.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn export_and_import_through_js() {
+    delete("t-export-a").await;
+    delete("t-export-b").await;
+    let a = open("t-export-a").await;
+    let msgs = r#"[{"speaker": "Ana", "content": "My sister's wedding is in Porto on 12 June.", "time": "2024-01-05T10:00:00Z"},
+                   {"speaker": "Bot", "content": "How lovely! Are you giving a speech?", "time": "2024-01-05T10:01:00Z"}]"#;
+    wait(a.add_messages(js(msgs), js(r#"{"session": "wedding"}"#))).await.unwrap();
+    let doc = wait(a.export()).await.unwrap();
+    assert_eq!(string(&doc, "format"), "loci-memory-export");
+    let text = js_sys::JSON::stringify(&doc).unwrap().as_string().unwrap();
+    wait(a.close()).await.unwrap();
+
+    let b = open("t-export-b").await;
+    let report = wait(b.import(text.clone().into())).await.expect("import JSON text");
+    assert_eq!((num(&report, "sessionsImported"), num(&report, "turnsImported")), (1.0, 2.0));
+    let r = wait(b.recall("Where is the wedding?".into(), js(r#"{"k": 1}"#))).await.unwrap();
+    assert_eq!(string(&r, "sessions.0.id"), "wedding");
+    let again = wait(b.import(doc)).await.expect("import the object");
+    assert_eq!(num(&again, "sessionsSkipped"), 1.0);
+    let err = wait(b.import(r#"{"format": "nope"}"#.into())).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    wait(b.close()).await.unwrap();
+}
