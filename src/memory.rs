@@ -7,8 +7,10 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 mod answer;
+mod transfer;
 
 pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneOptions, PrunedRecall, Spent};
+pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
 use crate::error::{Error, Result};

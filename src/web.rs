@@ -673,6 +673,34 @@ impl Memory {
         })
     }
 
+    /// The whole memory as a portable JSON-compatible document (`JSON.stringify` it to save a file).
+    #[wasm_bindgen(unchecked_return_type = "Promise<MemoryExport>")]
+    pub fn export(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            to_js(&core.export(js_sys::Date::now())).map_err(|_| Error::invalid("encoding the export"))
+        })
+    }
+
+    /// Adds the sessions of an exported document (an object or its JSON text). The document is validated first
+    /// (a bad one stores nothing); sessions that already exist are skipped, so an interrupted import can be re-run.
+    #[wasm_bindgen(js_name = import, unchecked_return_type = "Promise<ImportReport>")]
+    pub fn import(&self, document: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let doc: memory::Export = match document.as_string() {
+                Some(text) => serde_json::from_str(&text).map_err(|e| Error::invalid(format!("import: {e}")))?,
+                None => from_js(document, "import")?,
+            };
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let report = core.import(&doc, js_sys::Date::now(), |_, _| {}).await?;
+            to_js(&report).map_err(|_| Error::invalid("encoding the report"))
+        })
+    }
+
     /// Erases everything this memory holds.
     #[wasm_bindgen(js_name = forgetAll, unchecked_return_type = "Promise<void>")]
     pub fn forget_all(&self) -> Promise {

@@ -1,0 +1,124 @@
+//! Export and import: a memory as a portable JSON document (sessions and their turns, with times), so a user can
+//! move it to another browser or keep a backup. Vectors are not exported: they are re-derived on import, which
+//! also makes the document independent of the embedding model. A child of `memory` to read its state directly.
+
+use serde::{Deserialize, Serialize};
+
+use super::Memory;
+use crate::embed::{Runtime, MODEL_ID};
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::types::{MessageInput, TimeInput, TimeMs};
+
+/// Identifies the document type; `version` changes only with an incompatible layout.
+pub const EXPORT_FORMAT: &str = "loci-memory-export";
+pub const EXPORT_VERSION: u32 = 1;
+
+/// A whole memory as data.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Export {
+    pub format: String,
+    pub version: u32,
+    pub exported_at: TimeMs,
+    /// The model the exporting memory embedded with (informative: vectors are recomputed on import).
+    pub model: String,
+    pub sessions: Vec<ExportSession>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportSession {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub turns: Vec<ExportTurn>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportTurn {
+    pub speaker: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    pub time: TimeMs,
+}
+
+/// What an import did. Sessions whose id already exists are skipped, so re-running an interrupted import
+/// continues where it stopped instead of duplicating turns.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    pub sessions_imported: usize,
+    pub sessions_skipped: usize,
+    pub turns_imported: usize,
+}
+
+impl<S: Store, R: Runtime> Memory<S, R> {
+    /// The whole memory as a portable document.
+    pub fn export(&self, now: TimeMs) -> Export {
+        let sessions = self
+            .sessions()
+            .into_iter()
+            .map(|s| ExportSession {
+                turns: self
+                    .session_turns(&s.id)
+                    .into_iter()
+                    .map(|t| ExportTurn { speaker: t.speaker, text: t.text, caption: t.caption, time: t.time })
+                    .collect(),
+                id: s.id,
+                title: s.title,
+            })
+            .collect();
+        Export { format: EXPORT_FORMAT.into(), version: EXPORT_VERSION, exported_at: now, model: MODEL_ID.into(), sessions }
+    }
+
+    /// Adds the sessions of an exported document (validated as a whole first: a bad document stores nothing).
+    /// Each session is written in one transaction; `progress(done, total)` is called after each.
+    pub async fn import(&mut self, doc: &Export, now: TimeMs, mut progress: impl FnMut(usize, usize)) -> Result<ImportReport> {
+        if doc.format != EXPORT_FORMAT {
+            return Err(Error::invalid(format!("not a loci export (format {:?})", doc.format)));
+        }
+        if doc.version != EXPORT_VERSION {
+            return Err(Error::invalid(format!("export version {} is not supported (expected {EXPORT_VERSION})", doc.version)));
+        }
+        let mut batches = Vec::with_capacity(doc.sessions.len());
+        for (i, s) in doc.sessions.iter().enumerate() {
+            if s.id.trim().is_empty() || s.turns.is_empty() {
+                return Err(Error::invalid(format!("session {i} needs an id and at least one turn")));
+            }
+            let messages: Vec<MessageInput> = s
+                .turns
+                .iter()
+                .map(|t| MessageInput {
+                    speaker: Some(t.speaker.clone()),
+                    content: t.text.clone(),
+                    caption: t.caption.clone(),
+                    time: Some(TimeInput::Millis(t.time)),
+                    role: None,
+                })
+                .collect();
+            for (j, m) in messages.iter().enumerate() {
+                crate::types::validate_message(m, j, &self.config.limits)
+                    .map_err(|e| Error::invalid(format!("session {:?}: {e}", s.id)))?;
+            }
+            batches.push((s.id.as_str(), messages));
+        }
+        let mut report = ImportReport::default();
+        let total = batches.len();
+        for (done, (id, messages)) in batches.into_iter().enumerate() {
+            if self.session_index.contains_key(id) {
+                report.sessions_skipped += 1;
+            } else {
+                for chunk in messages.chunks(self.config.limits.max_batch) {
+                    self.add_messages(chunk, Some(id), now).await?;
+                }
+                report.sessions_imported += 1;
+                report.turns_imported += messages.len();
+            }
+            progress(done + 1, total);
+        }
+        Ok(report)
+    }
+}
