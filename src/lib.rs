@@ -2,6 +2,7 @@
 //!
 //! The modules read as the pipeline: types → text → embed → index → recall → memory → web bindings.
 
+pub mod distill;
 pub mod embed;
 pub mod error;
 #[cfg(not(target_arch = "wasm32"))]

@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 mod answer;
+mod distill;
 mod transfer;
 
 pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneOptions, PrunedRecall, Spent};
+pub use distill::{DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, ParkedJob, Scored};
 pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
@@ -30,6 +32,8 @@ pub struct MemoryConfig {
     pub session_gap_ms: f64,
     /// How vectors are held in RAM: int8 (default) or f32 (for measuring what quantisation costs).
     pub vectors: Precision,
+    /// Nemori distillation (episodes and facts) in background jobs; `None`: off.
+    pub distill: Option<crate::distill::DistillConfig>,
 }
 
 impl Default for MemoryConfig {
@@ -40,6 +44,7 @@ impl Default for MemoryConfig {
             embed: EmbedConfig::default(),
             session_gap_ms: 30.0 * 60.0 * 1000.0,
             vectors: Precision::default(),
+            distill: None,
         }
     }
 }
@@ -123,6 +128,8 @@ pub struct Stats {
     pub llm: LlmCounters,
     /// Bytes the vector index holds in RAM (rows, scales, row owners).
     pub vector_bytes: usize,
+    /// Distillation: buffer, jobs (parked ones listed), episodes and facts.
+    pub distill: DistillStats,
 }
 
 /// One memory.
@@ -139,6 +146,8 @@ pub struct Memory<S: Store, R: Runtime> {
     turns: HashMap<u64, Turn>,
     units: HashMap<u32, Unit>,
     vectors: VectorIndex,
+    /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
+    distill: crate::distill::DistillState,
     /// BM25 over the same units, for lexical evidence.
     lexical: Bm25Index,
     scratch: Vec<f32>,
@@ -198,6 +207,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             scratch: Vec::new(),
             lexical_scratch: Vec::new(),
             rank_scratch: recall::Scratch::default(),
+            distill: Default::default(),
         };
         let mut sessions = snapshot.sessions;
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
@@ -218,6 +228,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             }
             memory.insert_unit(su);
         }
+        memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
         Ok(memory)
     }
 
@@ -355,14 +366,18 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             stored[w.text].vectors.extend_from_slice(&w.vector);
         }
 
+        let distill = self.distill_on_add(&session_id, &new_turns, now);
         let batch = WriteBatch {
             meta: Some(meta.clone()),
             sessions: vec![sess.clone()],
             turns: new_turns.clone(),
             units: stored.clone(),
             delete_units: open_unit.iter().map(|u| u.id).collect(),
+            distill: distill.clone(),
+            ..Default::default()
         };
         self.store.write(batch).await?;
+        self.distill.apply(&distill);
 
         // Committed: apply to RAM.
         self.meta = meta;
@@ -498,6 +513,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             unit_mode: self.config.unit_mode,
             llm: self.llm_counters,
             vector_bytes: self.vectors.bytes(),
+            distill: self.distill_stats(),
         }
     }
 
@@ -513,6 +529,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.units.clear();
         self.vectors = VectorIndex::with_precision(DIM, self.config.vectors);
         self.lexical.clear();
+        self.distill = Default::default();
         Ok(())
     }
 

@@ -50,6 +50,7 @@ async fn indexeddb_round_trip() {
         turns: vec![turn(1, "hello"), turn(2, "naïve 東京 🍣")],
         units: vec![StoredUnit { unit: Unit { id: 1, session: "s1".into(), turn_ids: vec![1, 2] }, vectors: vec![0.6, 0.8, -1.0, 0.0].into() }],
         delete_units: vec![],
+        ..Default::default()
     };
     store.write(batch.clone()).await.expect("write");
     let loaded = store.load().await.expect("load");

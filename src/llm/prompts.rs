@@ -15,6 +15,8 @@ use serde_json::json;
 
 use super::{ChatMessage, JsonSchema};
 
+pub mod distill;
+
 /// Bumped whenever any prompt's wording changes, so results can be traced to the prompts that made them.
 pub const VERSION: &str = "loci-prompts/1";
 

@@ -49,6 +49,13 @@ pub struct LlmCounters {
     pub prune: PhaseCounters,
     /// Answer generation calls.
     pub answer: PhaseCounters,
+    /// Distillation (Nemori) calls per step.
+    pub segment: PhaseCounters,
+    pub narrate: PhaseCounters,
+    pub merge: PhaseCounters,
+    pub predict: PhaseCounters,
+    pub distill: PhaseCounters,
+    pub consolidate: PhaseCounters,
 }
 
 /// How a recall is pruned.

@@ -245,10 +245,15 @@ impl Store for IdbStore {
             sessions: sessions.into_iter().map(|s| de::<Session>(s, "session")).collect::<Result<_>>()?,
             turns: turns.into_iter().map(|t| de::<Turn>(t, "turn")).collect::<Result<_>>()?,
             units,
+            distill: Default::default(),
         })
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
+        if !batch.distill.is_empty() || !batch.delete_turns.is_empty() || !batch.delete_sessions.is_empty() {
+            // Refused rather than silently dropped: a memory would believe its distillation or forgetting durable.
+            return Err(Error::Storage("this IndexedDB store does not persist distillation or deletions yet".into()));
+        }
         let tx = self.db.transaction(&ALL, TransactionMode::ReadWrite).map_err(|e| idb_err("writing", e))?;
         // Requests are queued without awaiting each one: the transaction commits them together or not at all.
         if let Some(meta) = &batch.meta {

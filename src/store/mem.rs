@@ -8,6 +8,7 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{Meta, Snapshot, Store, StoredUnit, WriteBatch};
+use crate::distill::{DistillRecords, DistillState};
 use crate::error::{Error, Result};
 use crate::types::{Session, Turn};
 
@@ -17,6 +18,7 @@ struct Data {
     sessions: BTreeMap<String, Session>,
     turns: BTreeMap<u64, Turn>,
     units: BTreeMap<u32, StoredUnit>,
+    distill: DistillState,
 }
 
 /// Shared in-memory storage; `fail_writes` simulates a backend that refuses writes (e.g. quota).
@@ -46,6 +48,12 @@ impl Store for MemStore {
             sessions: d.sessions.values().cloned().collect(),
             turns: d.turns.values().cloned().collect(),
             units: d.units.values().cloned().collect(),
+            distill: DistillRecords {
+                meta: Some(d.distill.meta.clone()).filter(|m| *m != Default::default()),
+                episodes: d.distill.episodes.values().cloned().collect(),
+                facts: d.distill.facts.values().cloned().collect(),
+                jobs: d.distill.jobs.values().cloned().collect(),
+            },
         })
     }
 
@@ -69,6 +77,13 @@ impl Store for MemStore {
         for u in batch.units {
             d.units.insert(u.unit.id, u);
         }
+        for id in batch.delete_turns {
+            d.turns.remove(&id);
+        }
+        for id in batch.delete_sessions {
+            d.sessions.remove(&id);
+        }
+        d.distill.apply(&batch.distill);
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::index::vectors::Rows;
 pub use mem::MemStore;
 
+use crate::distill::{DistillRecords, DistillWrite};
 use crate::error::Result;
 use crate::types::{Session, Turn, Unit, UnitMode};
 
@@ -51,6 +52,8 @@ pub struct Snapshot {
     pub sessions: Vec<Session>,
     pub turns: Vec<Turn>,
     pub units: Vec<StoredUnit>,
+    /// Episodes, facts, jobs and the segmentation buffer (empty when distillation never ran).
+    pub distill: DistillRecords,
 }
 
 /// One atomic write.
@@ -61,6 +64,11 @@ pub struct WriteBatch {
     pub turns: Vec<Turn>,
     pub units: Vec<StoredUnit>,
     pub delete_units: Vec<u32>,
+    /// Turns and sessions to erase (forgetting a session).
+    pub delete_turns: Vec<u64>,
+    pub delete_sessions: Vec<String>,
+    /// Distillation's changes, committed with the rest (e.g. new turns and the jobs they trigger).
+    pub distill: DistillWrite,
 }
 
 /// Persistence for one memory.

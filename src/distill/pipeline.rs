@@ -1,0 +1,491 @@
+//! One job's work: LLM calls and embeddings in, one [`DistillWrite`] out. Nothing here mutates state, so a job
+//! that fails half-way (an outage, a bad reply) leaves nothing behind and can simply run again; given the same
+//! state and the same replies it produces the same write, which is what makes retries and reopen invisible.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::model::{DistillItem, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobKind};
+use super::{cosine, segment, DistillConfig, TextEmbed};
+use crate::error::{Error, Result};
+use crate::llm::prompts::distill as p;
+use crate::llm::structured::{chat_json, Structured};
+use crate::llm::{ChatMessage, JsonSchema, Llm, LlmRequest, Usage};
+use crate::types::{format_time, parse_time, TimeInput, TimeMs, Turn};
+
+/// The LLM steps, for counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Segment,
+    Narrate,
+    Merge,
+    Predict,
+    Distill,
+    Consolidate,
+}
+
+/// LLM use of one job, per phase, including calls of a job that then failed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Spend {
+    pub calls: Vec<(Phase, u32, Usage, f64)>,
+    /// The phase whose call failed, if one did.
+    pub failed: Option<Phase>,
+}
+
+impl Spend {
+    fn add<T>(&mut self, phase: Phase, s: &Structured<T>) {
+        self.calls.push((phase, s.calls, s.usage, s.latency_ms));
+    }
+}
+
+/// What a job needs to read.
+pub struct JobInput<'a> {
+    pub state: &'a DistillState,
+    pub turns: &'a HashMap<u64, Turn>,
+    pub llm: &'a dyn Llm,
+    pub config: &'a DistillConfig,
+    pub now: TimeMs,
+}
+
+/// Runs `job` and returns its whole effect: the job deleted, follow-up jobs queued, records written.
+pub async fn run_job(
+    job: &Job,
+    input: &JobInput<'_>,
+    embed: &mut dyn TextEmbed,
+    spend: &mut Spend,
+) -> Result<DistillWrite> {
+    let mut w = match &job.work {
+        JobKind::Segment { session, last } => segment_job(session, *last, input, spend).await?,
+        JobKind::Narrate { groups } => narrate_job(groups, input, embed, spend).await?,
+        JobKind::Distill { items } => distill_job(items, input, embed, spend).await?,
+    };
+    w.delete_jobs.push(job.id);
+    Ok(w)
+}
+
+async fn call<T: DeserializeOwned>(
+    phase: Phase,
+    messages: Vec<ChatMessage>,
+    schema: JsonSchema,
+    input: &JobInput<'_>,
+    spend: &mut Spend,
+) -> Result<T> {
+    let request =
+        LlmRequest { json_schema: Some(schema), max_tokens: input.config.max_tokens, ..LlmRequest::new(messages) };
+    match chat_json::<T>(input.llm, &request).await {
+        Ok(s) => {
+            spend.add(phase, &s);
+            Ok(s.value)
+        }
+        Err(e) => {
+            spend.failed = Some(phase);
+            Err(e)
+        }
+    }
+}
+
+fn bad(msg: String) -> Error {
+    Error::LlmBadReply(msg)
+}
+
+fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
+    let id = *meta_next;
+    *meta_next += 1;
+    Job { id, work, attempts: 0, next_try: now, parked: false, last_error: None, created: now }
+}
+
+fn line(label: String, t: &Turn) -> p::Line {
+    p::Line {
+        label,
+        date: format_time(t.time),
+        speaker: t.speaker.clone(),
+        text: t.text.clone(),
+        caption: t.caption.clone(),
+    }
+}
+
+fn turns_of<'a>(ids: &[u64], turns: &'a HashMap<u64, Turn>) -> Vec<&'a Turn> {
+    ids.iter().filter_map(|id| turns.get(id)).collect()
+}
+
+async fn segment_job(session: &str, last: bool, input: &JobInput<'_>, spend: &mut Spend) -> Result<DistillWrite> {
+    let config = input.config;
+    let mut meta = input.state.meta.clone();
+    let mine: Vec<u64> =
+        meta.pending.iter().copied().filter(|id| input.turns.get(id).is_some_and(|t| t.session == session)).collect();
+    let mut w = DistillWrite::default();
+    if mine.is_empty() || (!last && mine.len() < config.window) {
+        return Ok(w); // nothing (left) to do: an earlier window took it
+    }
+    let (take, final_window) =
+        if last && mine.len() <= config.last_window() { (mine.len(), true) } else { (config.window, false) };
+    let window = &mine[..take];
+    let lines: Vec<p::Line> =
+        turns_of(window, input.turns).into_iter().enumerate().map(|(i, t)| line(i.to_string(), t)).collect();
+    let reply: p::SegmentReply = call(Phase::Segment, p::segment(&lines), p::segment_schema(), input, spend).await?;
+    let plan = segment::plan(&reply.groups, window.len(), final_window).map_err(bad)?;
+    let consumed: BTreeSet<u64> = plan.groups.iter().flatten().map(|&i| window[i]).collect();
+    meta.pending.retain(|id| !consumed.contains(id));
+    let groups: Vec<Vec<u64>> = plan.groups.iter().map(|g| g.iter().map(|&i| window[i]).collect()).collect();
+    let mut jobs = vec![new_job(&mut meta.next_job, JobKind::Narrate { groups }, input.now)];
+    let left = mine.len() - consumed.len();
+    if left > 0 && (last || left >= config.window) {
+        jobs.push(new_job(&mut meta.next_job, JobKind::Segment { session: session.into(), last }, input.now));
+    }
+    w.jobs = jobs;
+    w.meta = Some(meta);
+    Ok(w)
+}
+
+/// `YYYY-MM-DD` from the model → epoch ms, else `fallback`.
+fn event_time(date: &str, fallback: TimeMs) -> TimeMs {
+    let d = date.trim();
+    let d = d.get(..10).filter(|_| d.len() >= 10).unwrap_or(d);
+    parse_time(&TimeInput::Text(d.into())).unwrap_or(fallback)
+}
+
+fn nearest<'a, T>(v: &[f32], items: impl Iterator<Item = (&'a [f32], T)>, k: usize, floor: f32) -> Vec<(f32, T)> {
+    let mut scored: Vec<(f32, T)> = items.map(|(x, t)| (cosine(v, x), t)).filter(|(s, _)| *s >= floor).collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.truncate(k);
+    scored
+}
+
+async fn narrate_job(
+    groups: &[Vec<u64>],
+    input: &JobInput<'_>,
+    embed: &mut dyn TextEmbed,
+    spend: &mut Spend,
+) -> Result<DistillWrite> {
+    let (config, state, now) = (input.config, input.state, input.now);
+    let groups: Vec<Vec<&Turn>> = groups.iter().map(|g| turns_of(g, input.turns)).filter(|g| !g.is_empty()).collect();
+    let mut meta = state.meta.clone();
+    let mut w = DistillWrite::default();
+    if groups.is_empty() {
+        return Ok(w);
+    }
+    let prompt_groups: Vec<Vec<p::Line>> = groups
+        .iter()
+        .enumerate()
+        .map(|(g, ts)| ts.iter().enumerate().map(|(n, t)| line(format!("{}.{}", g + 1, n + 1), t)).collect())
+        .collect();
+    let reply: p::NarrateReply =
+        call(Phase::Narrate, p::narrate(&prompt_groups), p::narrate_schema(), input, spend).await?;
+    let mut episodes = Vec::with_capacity(groups.len());
+    for (g, ts) in groups.iter().enumerate() {
+        let n = reply
+            .episodes
+            .iter()
+            .find(|e| e.group == g + 1 && !e.narrative.trim().is_empty())
+            .ok_or_else(|| bad(format!("no narrative for group {} of {}", g + 1, groups.len())))?;
+        let start = ts.iter().map(|t| t.time).fold(f64::INFINITY, f64::min);
+        let end = ts.iter().map(|t| t.time).fold(f64::NEG_INFINITY, f64::max);
+        let title = if n.title.trim().is_empty() {
+            format!("Conversation of {}", format_time(start))
+        } else {
+            n.title.trim().into()
+        };
+        let mut turn_ids: Vec<u64> = ts.iter().map(|t| t.id).collect();
+        turn_ids.sort_unstable();
+        episodes.push(Episode {
+            id: meta.next_episode,
+            title,
+            narrative: n.narrative.trim().into(),
+            time: event_time(&n.date, start),
+            start,
+            end,
+            turn_ids,
+            merged_from: Vec::new(),
+            ingested: now,
+            vector: Vec::new(),
+        });
+        meta.next_episode += 1;
+    }
+    let vectors = embed.embed_texts(&episodes.iter().map(Episode::embed_text).collect::<Vec<_>>()).await?;
+    for (e, v) in episodes.iter_mut().zip(vectors) {
+        e.vector = v;
+    }
+
+    // Integration: the K_e nearest existing episodes above the floor; one call for the window.
+    let offered: Vec<Vec<u64>> = episodes
+        .iter()
+        .map(|e| {
+            let cands = state.episodes.values().map(|x| (x.vector.as_slice(), x.id));
+            nearest(&e.vector, cands, config.merge_candidates, config.merge_floor)
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect()
+        })
+        .collect();
+    let asking: Vec<usize> = (0..episodes.len()).filter(|&i| !offered[i].is_empty()).collect();
+    let mut merged: HashMap<u64, Episode> = HashMap::new();
+    let mut items: Vec<DistillItem> = Vec::new();
+    let mut standalone: Vec<Episode> = Vec::new();
+    let mut decisions: HashMap<usize, p::MergeDecision> = HashMap::new();
+    if !asking.is_empty() {
+        let prompt: Vec<p::MergeItem> = asking
+            .iter()
+            .map(|&i| p::MergeItem {
+                date: format_time(episodes[i].time),
+                title: episodes[i].title.clone(),
+                narrative: episodes[i].narrative.clone(),
+                candidates: offered[i]
+                    .iter()
+                    .map(|id| {
+                        let x = &state.episodes[id];
+                        p::Candidate { label: format!("E{id}"), date: format_time(x.time), text: x.embed_text() }
+                    })
+                    .collect(),
+            })
+            .collect();
+        let reply: p::MergeReply = call(Phase::Merge, p::merge(&prompt), p::merge_schema(), input, spend).await?;
+        for d in reply.merges {
+            if let Some(&i) = d.episode.checked_sub(1).and_then(|k| asking.get(k)) {
+                decisions.entry(i).or_insert(d);
+            }
+        }
+    }
+    for (i, e) in episodes.into_iter().enumerate() {
+        let target = decisions.get(&i).and_then(|d| {
+            let label = d.merge_with.as_deref()?.trim().trim_start_matches(['E', 'e']);
+            let id: u64 = label.parse().ok()?;
+            (offered[i].contains(&id) && !merged.contains_key(&id)).then_some((id, d))
+        });
+        match target {
+            Some((id, d)) => {
+                let old = &state.episodes[&id];
+                let mut m = old.clone();
+                let mut turns: Vec<u64> = old.turn_ids.iter().chain(&e.turn_ids).copied().collect();
+                turns.sort_unstable();
+                turns.dedup();
+                m.turn_ids = turns;
+                if d.narrative.trim().is_empty() {
+                    m.narrative = format!("{}\n{}", old.narrative, e.narrative);
+                } else {
+                    m.narrative = d.narrative.trim().into();
+                }
+                if !d.title.trim().is_empty() {
+                    m.title = d.title.trim().into();
+                }
+                m.start = old.start.min(e.start);
+                m.end = old.end.max(e.end);
+                m.merged_from.push(e.id);
+                m.ingested = now;
+                items.push(DistillItem { episode: id, turn_ids: e.turn_ids.clone() });
+                merged.insert(id, m);
+            }
+            None => {
+                items.push(DistillItem { episode: e.id, turn_ids: e.turn_ids.clone() });
+                standalone.push(e);
+            }
+        }
+    }
+    let mut merged: Vec<Episode> = merged.into_values().collect();
+    merged.sort_by_key(|e| e.id);
+    if !merged.is_empty() {
+        let vectors = embed.embed_texts(&merged.iter().map(Episode::embed_text).collect::<Vec<_>>()).await?;
+        for (e, v) in merged.iter_mut().zip(vectors) {
+            e.vector = v;
+        }
+    }
+    w.jobs.push(new_job(&mut meta.next_job, JobKind::Distill { items }, now));
+    w.episodes = standalone.into_iter().chain(merged).collect();
+    w.meta = Some(meta);
+    Ok(w)
+}
+
+async fn distill_job(
+    items: &[DistillItem],
+    input: &JobInput<'_>,
+    embed: &mut dyn TextEmbed,
+    spend: &mut Spend,
+) -> Result<DistillWrite> {
+    let (config, state, now) = (input.config, input.state, input.now);
+    let mut meta = state.meta.clone();
+    let mut w = DistillWrite::default();
+    // Episodes forgotten since the job was queued are skipped.
+    let items: Vec<(&Episode, Vec<&Turn>)> = items
+        .iter()
+        .filter_map(|i| Some((state.episodes.get(&i.episode)?, turns_of(&i.turn_ids, input.turns))))
+        .filter(|(_, ts)| !ts.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Ok(w);
+    }
+
+    // Prediction: the episode evokes up to K_s active facts above τ; with none evoked, extraction is direct.
+    let evoked: Vec<Vec<u64>> = items
+        .iter()
+        .map(|(e, _)| {
+            let facts = state.active_facts().map(|f| (f.vector.as_slice(), f.id));
+            nearest(&e.vector, facts, config.predict_facts, config.predict_threshold)
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect()
+        })
+        .collect();
+    let predicting: Vec<usize> = (0..items.len()).filter(|&i| !evoked[i].is_empty()).collect();
+    let mut predictions: HashMap<usize, String> = HashMap::new();
+    if !predicting.is_empty() {
+        let prompt: Vec<p::PredictItem> = predicting
+            .iter()
+            .map(|&i| p::PredictItem {
+                title: items[i].0.title.clone(),
+                facts: evoked[i].iter().map(|id| state.facts[id].statement.clone()).collect(),
+            })
+            .collect();
+        let reply: p::PredictReply =
+            call(Phase::Predict, p::predict(&prompt), p::predict_schema(), input, spend).await?;
+        for pr in reply.predictions {
+            if let Some(&i) = pr.episode.checked_sub(1).and_then(|k| predicting.get(k)) {
+                if !pr.prediction.trim().is_empty() {
+                    predictions.entry(i).or_insert(pr.prediction);
+                }
+            }
+        }
+    }
+
+    // Distillation: raw turns vs prediction, one call for all episodes.
+    let prompt: Vec<p::DistillItem> = items
+        .iter()
+        .enumerate()
+        .map(|(i, (e, ts))| p::DistillItem {
+            title: e.title.clone(),
+            lines: ts.iter().enumerate().map(|(n, t)| line(format!("{}.{}", i + 1, n + 1), t)).collect(),
+            prediction: predictions.get(&i).cloned(),
+        })
+        .collect();
+    let reply: p::DistillReply = call(Phase::Distill, p::distill(&prompt), p::distill_schema(), input, spend).await?;
+    let mut fresh: Vec<Fact> = Vec::new();
+    for f in reply.facts {
+        let Some((e, ts)) = f.episode.checked_sub(1).and_then(|k| items.get(k)) else { continue };
+        let statement = f.statement.split_whitespace().collect::<Vec<_>>().join(" ");
+        if statement.is_empty() || fresh.iter().any(|x| x.statement.eq_ignore_ascii_case(&statement)) {
+            continue;
+        }
+        let mut turn_ids: Vec<u64> = f
+            .evidence
+            .iter()
+            .filter_map(|label| {
+                let (ep, n) = label.trim().trim_matches(['[', ']']).split_once('.')?;
+                if ep.parse::<usize>().ok()? != f.episode {
+                    return None;
+                }
+                Some(ts.get(n.parse::<usize>().ok()?.checked_sub(1)?)?.id)
+            })
+            .collect();
+        if turn_ids.is_empty() {
+            turn_ids = ts.iter().map(|t| t.id).collect();
+        }
+        turn_ids.sort_unstable();
+        turn_ids.dedup();
+        let kind = if f.kind.trim().is_empty() { "fact".to_string() } else { f.kind.trim().to_lowercase() };
+        fresh.push(Fact {
+            id: meta.next_fact,
+            statement,
+            kind,
+            time: e.time,
+            ingested: now,
+            episode_ids: vec![e.id],
+            turn_ids,
+            status: FactStatus::Active,
+            supersedes: Vec::new(),
+            superseded_by: None,
+            origin: "new".into(),
+            vector: Vec::new(),
+        });
+        meta.next_fact += 1;
+    }
+    w.meta = Some(meta);
+    if fresh.is_empty() {
+        return Ok(w);
+    }
+    let vectors = embed.embed_texts(&fresh.iter().map(|f| f.statement.clone()).collect::<Vec<_>>()).await?;
+    for (f, v) in fresh.iter_mut().zip(vectors) {
+        f.vector = v;
+    }
+
+    // Consolidation: each new fact vs its K_m nearest active facts above the floor, one call for all.
+    let offered: Vec<Vec<u64>> = fresh
+        .iter()
+        .map(|f| {
+            let facts = state.active_facts().map(|x| (x.vector.as_slice(), x.id));
+            nearest(&f.vector, facts, config.consolidate_candidates, config.consolidate_floor)
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect()
+        })
+        .collect();
+    let asking: Vec<usize> = (0..fresh.len()).filter(|&i| !offered[i].is_empty()).collect();
+    let mut decisions: HashMap<usize, p::Decision> = HashMap::new();
+    if !asking.is_empty() {
+        let prompt: Vec<p::ConsolidateItem> = asking
+            .iter()
+            .map(|&i| p::ConsolidateItem {
+                statement: fresh[i].statement.clone(),
+                candidates: offered[i].iter().map(|id| (format!("F{id}"), state.facts[id].statement.clone())).collect(),
+            })
+            .collect();
+        let reply: p::ConsolidateReply =
+            call(Phase::Consolidate, p::consolidate(&prompt), p::consolidate_schema(), input, spend).await?;
+        for d in reply.decisions {
+            if let Some(&i) = d.fact.checked_sub(1).and_then(|k| asking.get(k)) {
+                decisions.entry(i).or_insert(d);
+            }
+        }
+    }
+    let mut old: HashMap<u64, Fact> = HashMap::new();
+    let mut reembed: Vec<usize> = Vec::new();
+    for (i, f) in fresh.iter_mut().enumerate() {
+        let Some(d) = decisions.get(&i) else { continue };
+        let action = d.action.trim().to_ascii_uppercase();
+        if action != "MERGE" && action != "CONFLICT" {
+            continue;
+        }
+        let targets: Vec<u64> = d
+            .targets
+            .iter()
+            .filter_map(|t| t.trim().trim_matches(['[', ']']).trim_start_matches(['F', 'f']).parse().ok())
+            .filter(|id| offered[i].contains(id) && !old.contains_key(id))
+            .collect::<BTreeSet<u64>>()
+            .into_iter()
+            .collect();
+        if targets.is_empty() {
+            continue; // nothing valid to supersede: the fact stays NEW
+        }
+        for id in &targets {
+            let mut t = state.facts[id].clone();
+            t.status = FactStatus::Superseded;
+            t.superseded_by = Some(f.id);
+            if action == "MERGE" {
+                f.episode_ids.extend(&t.episode_ids);
+                f.turn_ids.extend(&t.turn_ids);
+            }
+            old.insert(*id, t);
+        }
+        f.episode_ids.sort_unstable();
+        f.episode_ids.dedup();
+        f.turn_ids.sort_unstable();
+        f.turn_ids.dedup();
+        f.supersedes = targets;
+        f.origin = action.to_lowercase();
+        let merged = d.statement.split_whitespace().collect::<Vec<_>>().join(" ");
+        if action == "MERGE" && !merged.is_empty() && merged != f.statement {
+            f.statement = merged;
+            reembed.push(i);
+        }
+    }
+    if !reembed.is_empty() {
+        let texts: Vec<String> = reembed.iter().map(|&i| fresh[i].statement.clone()).collect();
+        for (&i, v) in reembed.iter().zip(embed.embed_texts(&texts).await?) {
+            fresh[i].vector = v;
+        }
+    }
+    let mut old: Vec<Fact> = old.into_values().collect();
+    old.sort_by_key(|f| f.id);
+    w.facts = old.into_iter().chain(fresh).collect();
+    Ok(w)
+}

@@ -1,0 +1,352 @@
+//! The pipeline over scripted replies and a deterministic bag-of-words embedder: carry-over across windows,
+//! merges, supersede chains and forget cascades, each asserted on the resulting state.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use pollster::block_on;
+
+use super::*;
+use crate::error::Result;
+use crate::llm::ScriptedLlm;
+use crate::types::Turn;
+
+/// Hashed bag of words, unit length: texts sharing words are similar.
+struct Bow;
+
+#[async_trait(?Send)]
+impl TextEmbed for Bow {
+    async fn embed_texts(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; 64];
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                    let h = w.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+                    v[(h % 64) as usize] += 1.0;
+                }
+                crate::embed::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+fn turns(session: &str, first: u64, n: u64) -> Vec<Turn> {
+    (0..n)
+        .map(|i| Turn {
+            id: first + i,
+            session: session.into(),
+            seq: i as u32,
+            speaker: if i % 2 == 0 { "Ana" } else { "Ben" }.into(),
+            text: format!("line {} of {session}", first + i),
+            caption: None,
+            time: 1_683_554_160_000.0 + (first + i) as f64 * 60_000.0,
+            ingested: 0.0,
+        })
+        .collect()
+}
+
+struct Rig {
+    state: DistillState,
+    turns: HashMap<u64, Turn>,
+    config: DistillConfig,
+}
+
+impl Rig {
+    fn new(window: usize) -> Self {
+        Rig {
+            state: DistillState::default(),
+            turns: HashMap::new(),
+            config: DistillConfig { window, ..Default::default() },
+        }
+    }
+
+    fn add(&mut self, ts: Vec<Turn>) {
+        for t in ts {
+            self.state.meta.pending.push(t.id);
+            self.turns.insert(t.id, t);
+        }
+    }
+
+    fn queue(&mut self, work: JobKind) {
+        let id = self.state.meta.next_job;
+        self.state.meta.next_job += 1;
+        self.state
+            .jobs
+            .insert(id, Job { id, work, attempts: 0, next_try: 0.0, parked: false, last_error: None, created: 0.0 });
+    }
+
+    /// Runs the head job with `llm`; applies its write.
+    fn step(&mut self, llm: &ScriptedLlm) -> Result<&'static str> {
+        let job = self.state.next_job().cloned().expect("a queued job");
+        let input = JobInput { state: &self.state, turns: &self.turns, llm, config: &self.config, now: 5.0 };
+        let w = block_on(run_job(&job, &input, &mut Bow, &mut Spend::default()))?;
+        self.state.apply(&w);
+        Ok(job.work.name())
+    }
+}
+
+fn ok(v: serde_json::Value) -> Result<String> {
+    Ok(v.to_string())
+}
+
+#[test]
+fn windows_carry_left_out_turns_over_until_the_session_ends() {
+    let mut rig = Rig::new(4);
+    rig.add(turns("a", 1, 6));
+    rig.queue(JobKind::Segment { session: "a".into(), last: false });
+    // Window = turns 1..=4. The model leaves out index 1 (turn 2) and repeats index 0; its last group [2, 3]
+    // ends the window, so it is held back.
+    let llm = ScriptedLlm::new([
+        ok(serde_json::json!({"groups": [[0, 0], [2, 3]]})),
+        ok(
+            serde_json::json!({"episodes": [{"group": 1, "title": "Start", "narrative": "Ana starts.", "date": "2023-05-08"}]}),
+        ),
+    ]);
+    assert_eq!(rig.step(&llm).unwrap(), "segment");
+    assert_eq!(rig.state.meta.pending, vec![2, 3, 4, 5, 6], "nothing dropped: 2 left out, 3-4 held back");
+    assert_eq!(rig.step(&llm).unwrap(), "narrate");
+    assert_eq!(rig.state.episodes.values().map(|e| e.turn_ids.clone()).collect::<Vec<_>>(), vec![vec![1]]);
+
+    // The session ends: its last window takes all five buffered turns; the model forgets index 4 and names
+    // an index out of range; every turn still ends in an episode.
+    rig.state.jobs.clear();
+    rig.queue(JobKind::Segment { session: "a".into(), last: true });
+    let llm = ScriptedLlm::new([
+        ok(serde_json::json!({"groups": [[0, 1, 2], [3, 9]]})),
+        ok(serde_json::json!({"episodes": [
+            {"group": 1, "title": "Middle", "narrative": "Ben answers.", "date": ""},
+            {"group": 2, "title": "End", "narrative": "They part.", "date": "2023-05-09"}]})),
+    ]);
+    rig.step(&llm).unwrap();
+    assert!(rig.state.meta.pending.is_empty());
+    rig.step(&llm).unwrap();
+    let covered = rig.state.covered_turns();
+    assert_eq!(covered, (1..=6).collect::<HashSet<u64>>(), "every turn belongs to an episode");
+    let end = rig.state.episodes.values().find(|e| e.title == "End").unwrap();
+    assert_eq!(end.turn_ids, vec![5, 6]);
+    assert_eq!(end.time, 1_683_590_400_000.0, "the narrator's date");
+    assert!(matches!(rig.state.next_job().map(|j| &j.work), Some(JobKind::Distill { .. })));
+}
+
+#[test]
+fn a_partition_naming_no_turn_fails_the_job_without_changing_anything() {
+    let mut rig = Rig::new(4);
+    rig.add(turns("a", 1, 4));
+    rig.queue(JobKind::Segment { session: "a".into(), last: true });
+    let before = rig.state.meta.clone();
+    let llm = ScriptedLlm::new([ok(serde_json::json!({"groups": [[7], []]}))]);
+    assert_eq!(rig.step(&llm).unwrap_err().code(), "LLM_BAD_REPLY");
+    assert_eq!(rig.state.meta, before);
+    assert_eq!(rig.state.jobs.len(), 1, "the job stays queued for a retry");
+}
+
+/// Distills one episode made of `turn` with the given fact reply and consolidation reply (if asked).
+fn distill_once(rig: &mut Rig, episode: u64, turn: u64, facts: serde_json::Value, decide: Option<serde_json::Value>) {
+    let mut replies = vec![ok(facts)];
+    replies.extend(decide.map(ok));
+    let llm = ScriptedLlm::new(replies);
+    rig.queue(JobKind::Distill { items: vec![DistillItem { episode, turn_ids: vec![turn] }] });
+    rig.step(&llm).unwrap();
+    assert_eq!(llm.remaining(), 0, "every scripted reply used");
+}
+
+fn rig_with_episodes() -> Rig {
+    let mut rig = Rig::new(20);
+    for t in turns("a", 1, 4) {
+        rig.turns.insert(t.id, t);
+    }
+    for id in 1..=3u64 {
+        let v = block_on(Bow.embed_texts(&[format!("unrelated topic {id} zzz{id}")])).unwrap().remove(0);
+        rig.state.episodes.insert(
+            id,
+            Episode {
+                id,
+                title: format!("E{id}"),
+                narrative: "n".into(),
+                time: id as f64,
+                start: 0.0,
+                end: 0.0,
+                turn_ids: vec![id],
+                merged_from: vec![],
+                ingested: 0.0,
+                vector: v,
+            },
+        );
+    }
+    rig.state.meta.next_episode = 4;
+    rig
+}
+
+#[test]
+fn conflicts_and_merges_supersede_old_facts_into_a_history_chain() {
+    let mut rig = rig_with_episodes();
+    distill_once(
+        &mut rig,
+        1,
+        1,
+        serde_json::json!({"facts": [{"episode": 1, "statement": "Ana lives in Bern city", "kind": "identity", "evidence": ["1.1"]}]}),
+        None,
+    );
+    // A near fact: consolidation is asked, and says CONFLICT with F1.
+    distill_once(
+        &mut rig,
+        2,
+        2,
+        serde_json::json!({"facts": [{"episode": 1, "statement": "Ana lives in Basel city", "evidence": ["1.1"]}]}),
+        Some(
+            serde_json::json!({"decisions": [{"fact": 1, "action": "CONFLICT", "targets": ["F1", "F99"], "statement": ""}]}),
+        ),
+    );
+    // Then a MERGE with F2 that combines both statements.
+    distill_once(
+        &mut rig,
+        3,
+        3,
+        serde_json::json!({"facts": [{"episode": 1, "statement": "Ana lives in Basel city centre", "evidence": ["9.9"]}]}),
+        Some(
+            serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F2"], "statement": "Ana lives in Basel city centre since May"}]}),
+        ),
+    );
+    let f = &rig.state.facts;
+    assert_eq!(f.len(), 3, "nothing erased");
+    assert_eq!((f[&1].status, f[&1].superseded_by), (FactStatus::Superseded, Some(2)));
+    assert_eq!(
+        (f[&2].status, f[&2].superseded_by, f[&2].supersedes.clone()),
+        (FactStatus::Superseded, Some(3), vec![1])
+    );
+    assert_eq!(f[&3].status, FactStatus::Active);
+    assert_eq!(f[&3].statement, "Ana lives in Basel city centre since May");
+    assert_eq!((f[&3].origin.as_str(), f[&2].origin.as_str()), ("merge", "conflict"));
+    assert_eq!(f[&3].episode_ids, vec![2, 3], "a merge unions provenance");
+    assert_eq!(f[&3].turn_ids, vec![2, 3], "unknown evidence ids fall back to the episode's turns");
+    assert_eq!(f[&2].time, 2.0, "event time from the episode");
+    for id in [1, 2, 3] {
+        assert_eq!(rig.state.history(id).iter().map(|x| x.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+    assert!(rig.state.history(42).is_empty());
+}
+
+#[test]
+fn prediction_runs_when_facts_are_evoked_and_sees_them() {
+    let mut rig = rig_with_episodes();
+    distill_once(
+        &mut rig,
+        1,
+        1,
+        serde_json::json!({"facts": [{"episode": 1, "statement": "unrelated topic 2 zzz2", "evidence": ["1.1"]}]}),
+        None,
+    );
+    // Episode 2's vector equals that fact's (same words): it is evoked, so predict runs before distill.
+    let llm = ScriptedLlm::new([
+        ok(serde_json::json!({"predictions": [{"episode": 1, "prediction": "They talk about topic 2."}]})),
+        ok(serde_json::json!({"facts": []})),
+    ]);
+    rig.queue(JobKind::Distill { items: vec![DistillItem { episode: 2, turn_ids: vec![2] }] });
+    rig.step(&llm).unwrap();
+    let requests = llm.requests.borrow();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].messages[1].content.contains("- unrelated topic 2 zzz2"));
+    assert!(requests[1].messages[1].content.contains("Prediction: They talk about topic 2."));
+    assert_eq!(rig.state.facts.len(), 1);
+}
+
+fn fact(id: u64, episodes: Vec<u64>, turns: Vec<u64>) -> Fact {
+    Fact {
+        id,
+        statement: format!("fact {id}"),
+        kind: "fact".into(),
+        time: 0.0,
+        ingested: id as f64,
+        episode_ids: episodes,
+        turn_ids: turns,
+        status: FactStatus::Active,
+        supersedes: vec![],
+        superseded_by: None,
+        origin: "new".into(),
+        vector: vec![],
+    }
+}
+
+fn forget_rig() -> DistillState {
+    let mut s = DistillState::default();
+    let ep = |id: u64, turns: Vec<u64>| Episode {
+        id,
+        title: String::new(),
+        narrative: String::new(),
+        time: 0.0,
+        start: 0.0,
+        end: 0.0,
+        turn_ids: turns,
+        merged_from: vec![],
+        ingested: 0.0,
+        vector: vec![],
+    };
+    // Session a = turns 1, 2; session b = turns 3, 4, 5. E3 was merged across both.
+    s.episodes.insert(1, ep(1, vec![1]));
+    s.episodes.insert(2, ep(2, vec![3, 4]));
+    s.episodes.insert(3, ep(3, vec![2, 5]));
+    s.facts.insert(1, fact(1, vec![1], vec![1]));
+    s.facts.insert(2, fact(2, vec![2], vec![3]));
+    s.facts.insert(3, fact(3, vec![3], vec![2, 5]));
+    let mut f4 = fact(4, vec![2], vec![4]);
+    f4.supersedes = vec![1];
+    s.facts.get_mut(&1).unwrap().status = FactStatus::Superseded;
+    s.facts.get_mut(&1).unwrap().superseded_by = Some(4);
+    s.facts.insert(4, f4);
+    s.jobs.insert(
+        9,
+        Job {
+            id: 9,
+            work: JobKind::Distill {
+                items: vec![
+                    DistillItem { episode: 1, turn_ids: vec![1] },
+                    DistillItem { episode: 2, turn_ids: vec![3] },
+                ],
+            },
+            attempts: 0,
+            next_try: 0.0,
+            parked: false,
+            last_error: None,
+            created: 0.0,
+        },
+    );
+    s
+}
+
+#[test]
+fn forgetting_a_session_removes_what_was_distilled_only_from_it() {
+    let mut s = forget_rig();
+    let w = s.forget_turns(&HashSet::from([1, 2]));
+    s.apply(&w);
+    assert_eq!(s.episodes.keys().copied().collect::<Vec<_>>(), vec![2], "E1 (only a) and E3 (tells a's text) go");
+    assert_eq!(s.meta.pending, vec![5], "E3's other turn is distilled again");
+    assert!(!s.facts.contains_key(&1), "evidence only in a");
+    assert_eq!(s.facts[&3].turn_ids, vec![5], "also supported by b: kept, trimmed");
+    assert!(s.facts[&3].episode_ids.is_empty());
+    assert!(s.facts[&4].supersedes.is_empty(), "no dangling link to the erased fact");
+    match &s.jobs[&9].work {
+        JobKind::Distill { items } => assert_eq!(items, &vec![DistillItem { episode: 2, turn_ids: vec![3] }]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn forgetting_an_episode_or_a_fact_cuts_links_and_keeps_the_rest() {
+    let mut s = forget_rig();
+    let w = s.forget_episode(2);
+    s.apply(&w);
+    assert!(!s.episodes.contains_key(&2));
+    assert!(!s.facts.contains_key(&2) && !s.facts.contains_key(&4), "facts only from E2 go");
+    assert_eq!(s.facts[&1].superseded_by, None, "link to the erased F4 cut");
+    assert_eq!(s.facts.len(), 2);
+
+    let mut s = forget_rig();
+    let w = s.forget_fact(1);
+    s.apply(&w);
+    assert!(!s.facts.contains_key(&1));
+    assert!(s.facts[&4].supersedes.is_empty());
+    assert_eq!(s.history(4).len(), 1);
+    assert!(s.forget_fact(77).is_empty());
+}

@@ -1,0 +1,525 @@
+//! Distillation on the facade: `add_messages` only queues work (in the same write as the turns), `flush` runs the
+//! queued jobs one at a time in order, each committing its whole result in one write; inspection (episodes, facts,
+//! history), forgetting (fact, episode, session) and recall/answer over sessions + episodes + facts. A child of
+//! `memory` so it reads the facade's state directly; the [`Llm`] is passed in, as for `answer`.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::{AnswerOptions, AnswerResult, Memory, PhaseCounters, RecallOptions, RecalledSession, Spent};
+use crate::distill::{
+    cosine, run_job, DistillConfig, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobInput, JobKind,
+    Phase, Spend,
+};
+use crate::embed::Runtime;
+use crate::error::{Error, Result};
+use crate::llm::prompts::{self, AnswerReply};
+use crate::llm::structured::{chat_json, Structured};
+use crate::llm::{Llm, LlmRequest};
+use crate::store::{Store, StoredUnit, WriteBatch};
+use crate::types::{format_time, TimeMs, Turn};
+
+/// A job that failed too often, as `stats()` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkedJob {
+    pub id: u64,
+    pub kind: &'static str,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}
+
+/// Distillation's part of `stats()`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DistillStats {
+    pub enabled: bool,
+    /// Turns waiting for segmentation (new or carried over).
+    pub pending_turns: usize,
+    /// Jobs queued (parked ones included).
+    pub jobs: usize,
+    pub parked: Vec<ParkedJob>,
+    pub episodes: usize,
+    pub facts_active: usize,
+    pub facts_superseded: usize,
+}
+
+/// Reported after each job.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DistillProgress {
+    pub job: &'static str,
+    /// Whether it succeeded (else it will be retried, or was parked).
+    pub ok: bool,
+    pub jobs_left: usize,
+    pub pending_turns: usize,
+    pub episodes: usize,
+    pub facts: usize,
+}
+
+/// What one `flush` did.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FlushReport {
+    pub jobs_run: usize,
+    pub failures: usize,
+    /// Jobs parked by this flush.
+    pub parked: usize,
+    /// Unparked jobs still queued (waiting for their backoff).
+    pub jobs_left: usize,
+    /// When the next queued job may run; `None` when the queue holds only parked jobs or nothing.
+    pub next_try: Option<TimeMs>,
+}
+
+/// Which distilled sources a recall combines, and how many of each.
+#[derive(Debug, Clone, Copy)]
+pub struct DistilledRecallOptions {
+    /// Include the TIR sessions (ranked by `recall`).
+    pub sessions: bool,
+    pub recall: RecallOptions,
+    /// Top episodes (Nemori: k = 10).
+    pub episodes: usize,
+    /// Top facts (Nemori: m = 20); superseded facts are never shown.
+    pub facts: usize,
+    /// Episodes among the top ones shown with their raw turns (2).
+    pub raw_episodes: usize,
+}
+
+impl Default for DistilledRecallOptions {
+    fn default() -> Self {
+        DistilledRecallOptions {
+            sessions: true,
+            recall: RecallOptions::default(),
+            episodes: 10,
+            facts: 20,
+            raw_episodes: 2,
+        }
+    }
+}
+
+/// An episode or fact with its similarity to the query.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Scored<T> {
+    pub score: f32,
+    #[serde(flatten)]
+    pub item: T,
+}
+
+/// The result of `recall_distilled`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DistilledRecall {
+    pub query: String,
+    pub sessions: Vec<RecalledSession>,
+    pub episodes: Vec<Scored<Episode>>,
+    pub facts: Vec<Scored<Fact>>,
+    /// Facts, then episodes (the top ones with their raw turns), then sessions, each with its time.
+    pub context: String,
+    pub context_tokens: usize,
+}
+
+fn record(c: &mut PhaseCounters, calls: u32, usage: crate::llm::Usage, latency_ms: f64) {
+    c.calls += calls as u64;
+    c.input_tokens += usage.input_tokens;
+    c.output_tokens += usage.output_tokens;
+    c.latency_ms += latency_ms;
+    c.estimated |= usage.estimated;
+}
+
+fn without_vector<T: Clone>(x: &T, clear: impl Fn(&mut T)) -> T {
+    let mut x = x.clone();
+    clear(&mut x);
+    x
+}
+
+impl<S: Store, R: Runtime> Memory<S, R> {
+    fn distill_config(&self) -> Option<DistillConfig> {
+        self.config.distill
+    }
+
+    fn phase(&mut self, phase: Phase) -> &mut PhaseCounters {
+        let c = &mut self.llm_counters;
+        match phase {
+            Phase::Segment => &mut c.segment,
+            Phase::Narrate => &mut c.narrate,
+            Phase::Merge => &mut c.merge,
+            Phase::Predict => &mut c.predict,
+            Phase::Distill => &mut c.distill,
+            Phase::Consolidate => &mut c.consolidate,
+        }
+    }
+
+    /// Segment jobs not yet queued for `session` (`last` or not).
+    fn segment_queued(&self, session: &str, last: bool) -> bool {
+        self.distill
+            .jobs
+            .values()
+            .any(|j| matches!(&j.work, JobKind::Segment { session: s, last: l } if s == session && (*l || !last)))
+    }
+
+    /// The distillation part of an `add_messages` write: the new turns join the buffer; a session that another
+    /// session's turns follow has ended (its buffer is segmented without holding anything back); w buffered turns
+    /// of this session trigger a window.
+    pub(super) fn distill_on_add(&self, session: &str, new_turns: &[Turn], now: TimeMs) -> DistillWrite {
+        let Some(config) = self.distill_config() else { return DistillWrite::default() };
+        let mut meta = self.distill.meta.clone();
+        let mut w = DistillWrite::default();
+        let mut ended: Vec<String> = meta
+            .pending
+            .iter()
+            .filter_map(|id| self.turns.get(id).map(|t| t.session.clone()))
+            .filter(|s| s != session)
+            .collect();
+        ended.sort();
+        ended.dedup();
+        let mut queue = |work: JobKind, meta: &mut crate::distill::DistillMeta| {
+            w.jobs.push(Job {
+                id: meta.next_job,
+                work,
+                attempts: 0,
+                next_try: now,
+                parked: false,
+                last_error: None,
+                created: now,
+            });
+            meta.next_job += 1;
+        };
+        for s in ended {
+            if !self.segment_queued(&s, true) {
+                queue(JobKind::Segment { session: s, last: true }, &mut meta);
+            }
+        }
+        meta.pending.extend(new_turns.iter().map(|t| t.id));
+        let mine = meta.pending.iter().filter(|id| self.turns.get(id).is_some_and(|t| t.session == session)).count()
+            + new_turns.len();
+        if mine >= config.window && !self.segment_queued(session, false) {
+            queue(JobKind::Segment { session: session.into(), last: false }, &mut meta);
+        }
+        w.meta = Some(meta);
+        w
+    }
+
+    async fn commit_distill(&mut self, w: DistillWrite) -> Result<()> {
+        if w.is_empty() {
+            return Ok(());
+        }
+        self.store.write(WriteBatch { distill: w.clone(), ..Default::default() }).await?;
+        self.distill.apply(&w);
+        Ok(())
+    }
+
+    /// Runs all queued distillation now: every session's buffer is segmented without holding anything back, then
+    /// jobs run one at a time, in order. A job whose LLM call fails is retried with backoff (`next_try`); the flush
+    /// returns when the queue is empty or its head is waiting — call again at `next_try` (the page does, with a
+    /// timer). A job that keeps failing is parked: kept, visible in `stats()`, skipped until `retry_parked`.
+    pub async fn flush(
+        &mut self,
+        llm: &dyn Llm,
+        now: TimeMs,
+        progress: &mut dyn FnMut(&DistillProgress),
+    ) -> Result<FlushReport> {
+        if self.distill_config().is_none() {
+            return Err(Error::invalid("distillation is off: open the memory with a `distill` option"));
+        }
+        let mut sessions: Vec<String> =
+            self.distill.meta.pending.iter().filter_map(|id| self.turns.get(id).map(|t| t.session.clone())).collect();
+        sessions.sort();
+        sessions.dedup();
+        let mut w = DistillWrite::default();
+        let mut meta = self.distill.meta.clone();
+        for s in sessions {
+            if !self.segment_queued(&s, true) {
+                w.jobs.push(Job {
+                    id: meta.next_job,
+                    work: JobKind::Segment { session: s, last: true },
+                    attempts: 0,
+                    next_try: now,
+                    parked: false,
+                    last_error: None,
+                    created: now,
+                });
+                meta.next_job += 1;
+            }
+        }
+        if !w.jobs.is_empty() {
+            w.meta = Some(meta);
+        }
+        self.commit_distill(w).await?;
+        self.run_jobs(llm, now, progress).await
+    }
+
+    /// Runs the queued jobs that are due at `now`, in order, without queueing new segmentation.
+    pub async fn run_jobs(
+        &mut self,
+        llm: &dyn Llm,
+        now: TimeMs,
+        progress: &mut dyn FnMut(&DistillProgress),
+    ) -> Result<FlushReport> {
+        let Some(config) = self.distill_config() else { return Ok(FlushReport::default()) };
+        let mut report = FlushReport::default();
+        while let Some(job) = self.distill.next_job().cloned() {
+            if job.next_try > now {
+                break;
+            }
+            let mut spend = Spend::default();
+            let input = JobInput { state: &self.distill, turns: &self.turns, llm, config: &config, now };
+            let result = run_job(&job, &input, &mut self.embedder, &mut spend).await;
+            for (phase, calls, usage, latency) in &spend.calls {
+                record(self.phase(*phase), *calls, *usage, *latency);
+            }
+            let ok = match result {
+                Ok(w) => {
+                    self.commit_distill(w).await?;
+                    report.jobs_run += 1;
+                    true
+                }
+                Err(e @ (Error::Aborted | Error::Storage(_) | Error::QuotaExceeded(_) | Error::Closed)) => {
+                    return Err(e)
+                }
+                Err(e) => {
+                    if let Some(p) = spend.failed {
+                        self.phase(p).errors += 1;
+                    }
+                    let mut j = job.clone();
+                    j.attempts += 1;
+                    j.last_error = Some(format!("{}: {e}", e.code()));
+                    // A refused request (bad key, unknown model) will not fix itself: park at once.
+                    j.parked = j.attempts >= config.max_attempts || matches!(e, Error::LlmRejected(_));
+                    j.next_try = now + config.backoff(j.attempts);
+                    report.failures += 1;
+                    report.parked += j.parked as usize;
+                    self.commit_distill(DistillWrite { jobs: vec![j], ..Default::default() }).await?;
+                    false
+                }
+            };
+            progress(&DistillProgress {
+                job: job.work.name(),
+                ok,
+                jobs_left: self.distill.jobs.values().filter(|j| !j.parked).count(),
+                pending_turns: self.distill.meta.pending.len(),
+                episodes: self.distill.episodes.len(),
+                facts: self.distill.active_facts().count(),
+            });
+        }
+        report.jobs_left = self.distill.jobs.values().filter(|j| !j.parked).count();
+        report.next_try = self.distill.next_job().map(|j| j.next_try);
+        Ok(report)
+    }
+
+    /// Gives parked jobs another chance (e.g. after the user fixed the endpoint).
+    pub async fn retry_parked(&mut self, now: TimeMs) -> Result<usize> {
+        let jobs: Vec<Job> = self
+            .distill
+            .jobs
+            .values()
+            .filter(|j| j.parked)
+            .map(|j| Job { parked: false, attempts: 0, next_try: now, ..j.clone() })
+            .collect();
+        let n = jobs.len();
+        self.commit_distill(DistillWrite { jobs, ..Default::default() }).await?;
+        Ok(n)
+    }
+
+    pub fn distill_stats(&self) -> DistillStats {
+        let d = &self.distill;
+        DistillStats {
+            enabled: self.config.distill.is_some(),
+            pending_turns: d.meta.pending.len(),
+            jobs: d.jobs.len(),
+            parked: d
+                .jobs
+                .values()
+                .filter(|j| j.parked)
+                .map(|j| ParkedJob {
+                    id: j.id,
+                    kind: j.work.name(),
+                    attempts: j.attempts,
+                    last_error: j.last_error.clone(),
+                })
+                .collect(),
+            episodes: d.episodes.len(),
+            facts_active: d.active_facts().count(),
+            facts_superseded: d.facts.values().filter(|f| f.status == FactStatus::Superseded).count(),
+        }
+    }
+
+    /// Episodes, oldest first (without vectors).
+    pub fn episodes(&self) -> Vec<Episode> {
+        let mut out: Vec<Episode> =
+            self.distill.episodes.values().map(|e| without_vector(e, |e| e.vector.clear())).collect();
+        out.sort_by(|a, b| a.time.total_cmp(&b.time).then(a.id.cmp(&b.id)));
+        out
+    }
+
+    /// Facts in id order (without vectors); superseded ones only when asked.
+    pub fn facts(&self, include_superseded: bool) -> Vec<Fact> {
+        self.distill
+            .facts
+            .values()
+            .filter(|f| include_superseded || f.status == FactStatus::Active)
+            .map(|f| without_vector(f, |f| f.vector.clear()))
+            .collect()
+    }
+
+    /// A fact's chain of versions, oldest first (see [`DistillState::history`]).
+    pub fn history(&self, fact_id: u64) -> Vec<Fact> {
+        self.distill.history(fact_id).into_iter().map(|f| without_vector(&f, |f| f.vector.clear())).collect()
+    }
+
+    /// The distilled state (for tests and tools).
+    pub fn distilled(&self) -> &DistillState {
+        &self.distill
+    }
+
+    /// Erases one fact; links to it are cut.
+    pub async fn forget_fact(&mut self, id: u64) -> Result<()> {
+        if !self.distill.facts.contains_key(&id) {
+            return Err(Error::NotFound(format!("fact {id}")));
+        }
+        self.commit_distill(self.distill.forget_fact(id)).await
+    }
+
+    /// Erases one episode and the facts distilled only from it; its turns stay and are not distilled again.
+    pub async fn forget_episode(&mut self, id: u64) -> Result<()> {
+        if !self.distill.episodes.contains_key(&id) {
+            return Err(Error::NotFound(format!("episode {id}")));
+        }
+        self.commit_distill(self.distill.forget_episode(id)).await
+    }
+
+    /// Erases a session: its turns and units, and what was distilled only from it (see
+    /// [`DistillState::forget_turns`]), in one write.
+    pub async fn forget_session(&mut self, id: &str) -> Result<()> {
+        let Some(&n) = self.session_index.get(id) else { return Err(Error::NotFound(format!("session {id}"))) };
+        let turns: HashSet<u64> = self.session_turns[n as usize].iter().copied().collect();
+        let units: Vec<u32> = self.units.values().filter(|u| u.session == id).map(|u| u.id).collect();
+        let batch = WriteBatch {
+            delete_units: units,
+            delete_turns: turns.iter().copied().collect(),
+            delete_sessions: vec![id.to_string()],
+            distill: self.distill.forget_turns(&turns),
+            ..Default::default()
+        };
+        self.store.write(batch).await?;
+        self.reload().await
+    }
+
+    /// Rebuilds the in-RAM state from the store (session numbers are positions, so removing one renumbers).
+    async fn reload(&mut self) -> Result<()> {
+        let snapshot = self.store.load().await?;
+        self.sessions.clear();
+        self.session_index.clear();
+        self.session_turns.clear();
+        self.turns.clear();
+        self.units.clear();
+        self.vectors = crate::index::VectorIndex::with_precision(crate::embed::DIM, self.config.vectors);
+        self.lexical.clear();
+        let mut sessions = snapshot.sessions;
+        sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
+        for s in sessions {
+            self.upsert_session(s);
+        }
+        let mut turns = snapshot.turns;
+        turns.sort_by_key(|t| (t.seq, t.id));
+        for t in turns {
+            if let Some(&n) = self.session_index.get(&t.session) {
+                self.session_turns[n as usize].push(t.id);
+                self.turns.insert(t.id, t);
+            }
+        }
+        for su in snapshot.units {
+            self.insert_unit(StoredUnit { unit: su.unit, vectors: su.vectors });
+        }
+        self.distill = DistillState::from_records(snapshot.distill);
+        Ok(())
+    }
+
+    /// Recall over sessions (TIR), episodes and facts: the top `episodes` and `facts` by cosine to the query, raw
+    /// turns for the best `raw_episodes` episodes, every item with its time.
+    pub async fn recall_distilled(&mut self, query: &str, options: DistilledRecallOptions) -> Result<DistilledRecall> {
+        let recall = if options.sessions { Some(self.recall(query, options.recall).await?) } else { None };
+        let q = self.embedder.embed_query(query).await?;
+        let mut episodes: Vec<Scored<Episode>> = self
+            .distill
+            .episodes
+            .values()
+            .map(|e| Scored { score: cosine(&q, &e.vector), item: without_vector(e, |e| e.vector.clear()) })
+            .collect();
+        episodes.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.item.id.cmp(&b.item.id)));
+        episodes.truncate(options.episodes);
+        let mut facts: Vec<Scored<Fact>> = self
+            .distill
+            .active_facts()
+            .map(|f| Scored { score: cosine(&q, &f.vector), item: without_vector(f, |f| f.vector.clear()) })
+            .collect();
+        facts.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.item.id.cmp(&b.item.id)));
+        facts.truncate(options.facts);
+        let mut parts = Vec::new();
+        if !facts.is_empty() {
+            let lines: Vec<String> =
+                facts.iter().map(|f| format!("- ({}) {}", format_time(f.item.time), f.item.statement)).collect();
+            parts.push(format!("### Facts\n{}", lines.join("\n")));
+        }
+        for (rank, e) in episodes.iter().enumerate() {
+            let mut s = format!("### Episode: {} ({})\n{}", e.item.title, format_time(e.item.time), e.item.narrative);
+            if rank < options.raw_episodes {
+                for t in e.item.turn_ids.iter().filter_map(|id| self.turns.get(id)) {
+                    s.push_str(&format!("\n[{}] {}: {}", format_time(t.time), t.speaker, t.text));
+                }
+            }
+            parts.push(s);
+        }
+        let sessions = match recall {
+            Some(r) => {
+                if !r.context.is_empty() {
+                    parts.push(r.context);
+                }
+                r.sessions
+            }
+            None => Vec::new(),
+        };
+        let context = parts.join("\n\n");
+        let context_tokens = self.embedder.tokenizer().encode(&context).len();
+        Ok(DistilledRecall { query: query.into(), sessions, episodes, facts, context, context_tokens })
+    }
+
+    /// `answer` over [`recall_distilled`](Self::recall_distilled)'s context (no pruning).
+    pub async fn answer_distilled(
+        &mut self,
+        question: &str,
+        sources: DistilledRecallOptions,
+        options: &AnswerOptions,
+        llm: &dyn Llm,
+        now: TimeMs,
+    ) -> Result<AnswerResult> {
+        let r = self.recall_distilled(question, sources).await?;
+        let date = format_time(options.prune.question_time.unwrap_or(now));
+        let request = LlmRequest {
+            json_schema: Some(prompts::answer_schema()),
+            max_tokens: options.max_tokens,
+            abort: options.prune.abort.clone(),
+            ..LlmRequest::new(prompts::answer(&r.context, question, &date))
+        };
+        let reply: Structured<AnswerReply> = match chat_json(llm, &request).await {
+            Ok(x) => x,
+            Err(e) => {
+                self.llm_counters.answer.errors += 1;
+                return Err(e);
+            }
+        };
+        record(&mut self.llm_counters.answer, reply.calls, reply.usage, reply.latency_ms);
+        Ok(AnswerResult {
+            question: question.into(),
+            answer: reply.value.answer.trim().to_string(),
+            sessions: r.sessions,
+            kept: Vec::new(),
+            context: r.context,
+            context_tokens: r.context_tokens,
+            unpruned_tokens: r.context_tokens,
+            prune: crate::recall::prune::PruneMode::None,
+            spent: Spent { calls: reply.calls, usage: reply.usage, latency_ms: reply.latency_ms },
+        })
+    }
+}
