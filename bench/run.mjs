@@ -24,7 +24,7 @@ const value = (name) => { const i = argv.indexOf(name); return i >= 0 ? argv[i +
 const quick = flag("--quick");
 const jsonPath = value("--json");
 const scales = (value("--scales") || "1000,10000,100000").split(",").map(Number);
-const EMBED_TURNS = quick ? 64 : 256;
+const EMBED_TURNS = quick ? 64 : 128;
 const EMBED_REPS = quick ? 2 : 5;
 const BATCH = 16;
 const RECALL_QUERIES = quick ? 10 : 40;
