@@ -1,10 +1,12 @@
-// The demo page: talk to the memory, ask it, inspect it. All memory text is rendered with textContent: it is
-// data, never markup.
+// The demo: a chat whose bot remembers across reloads. Every reply uses answer() with the configured LLM endpoint;
+// without one, the page shows the recalled and extractively pruned evidence instead. All memory text is rendered
+// with textContent: it is data, never markup. The API key stays in this page's memory unless "remember" is ticked.
 import init, { Memory } from "../pkg/loci.js";
 import { SAMPLE, SAMPLE_QUESTIONS } from "./sample.js";
 
 const $ = (id) => document.getElementById(id);
 const phases = ["tokenizer", "model", "runtime", "storage", "ready"];
+const SETTINGS_KEY = "loci-demo-llm";
 let memory = null;
 
 function setStatus(text, isError = false) {
@@ -19,66 +21,112 @@ function el(tag, text, className) {
   return node;
 }
 
-function describeError(e) {
-  return e && e.code ? `${e.code}: ${e.message}` : String(e);
+const describeError = (e) => (e && e.code ? `${e.code}: ${e.message}` : String(e));
+const when = (ms) => new Date(ms).toISOString().slice(0, 16).replace("T", " ");
+
+function say(who, text, className) {
+  const item = el("li", undefined, className);
+  item.append(el("span", who, "who"), document.createTextNode(text));
+  $("transcript").append(item);
+  item.scrollIntoView({ block: "end" });
 }
 
-async function refreshInspector() {
+function showEvidence(result) {
+  const list = $("evidence");
+  list.replaceChildren();
+  for (const s of result.sessions) {
+    const item = el("li");
+    item.append(el("strong", s.id), el("span", `  ${when(s.firstTime)} · score ${s.score.toFixed(3)}`, "score"));
+    for (const u of s.units) {
+      const unit = el("div", u.text, "unit");
+      unit.title = `unit ${u.id}, score ${u.score.toFixed(3)}`;
+      item.append(unit);
+    }
+    list.append(item);
+  }
+  $("context").textContent = result.context;
+}
+
+async function refreshMeters() {
   const stats = await memory.stats();
-  $("stats").textContent =
-    `${stats.sessions} sessions · ${stats.turns} turns · ${stats.units} units · ${stats.vectors} vectors · ` +
-    `device ${stats.device} · ${stats.model}`;
+  const llm = stats.llm;
+  const calls = llm.prune.calls + llm.answer.calls;
+  const tokens = llm.prune.inputTokens + llm.prune.outputTokens + llm.answer.inputTokens + llm.answer.outputTokens;
+  let storage = "";
+  if (navigator.storage && navigator.storage.estimate) {
+    const { usage } = await navigator.storage.estimate();
+    storage = ` · storage ${(usage / 1e6).toFixed(1)} MB`;
+  }
+  $("meters").textContent = `embedding on ${stats.device} · LLM ${memory.hasLlm ? "on" : "off"} · ${calls} LLM calls, ` +
+    `${tokens} tokens${storage}`;
+  $("stats").textContent = `${stats.sessions} sessions · ${stats.turns} turns · ${stats.units} units · ${stats.model}`;
   const list = $("sessions");
   list.replaceChildren();
   for (const s of await memory.sessions()) {
-    const item = el("li");
     const details = el("details");
-    details.append(el("summary", `${s.id} — ${new Date(s.firstTime).toISOString().slice(0, 16).replace("T", " ")} · ${s.turnCount} turns`));
+    details.append(el("summary", `${s.id} — ${when(s.firstTime)} · ${s.turnCount} turns`));
     details.addEventListener("toggle", async () => {
       if (!details.open || details.dataset.loaded) return;
       details.dataset.loaded = "1";
       const turns = await memory.sessionTurns(s.id);
       details.append(el("div", turns.map((t) => `${t.speaker}: ${t.text}`).join("\n"), "turns"));
     });
+    const item = el("li");
     item.append(details);
     list.append(item);
   }
 }
 
-async function remember(event) {
+async function reply(question) {
+  if (memory.hasLlm) {
+    const a = await memory.answer(question, { k: 3 });
+    showEvidence(a);
+    say("loci", a.answer, "bot");
+    return { answer: a.answer, note: `${a.spent.calls} LLM calls, ${a.spent.usage.inputTokens + a.spent.usage.outputTokens} tokens` };
+  }
+  const r = await memory.recall(question, { k: 3, prune: "extractive", order: "rank" });
+  showEvidence(r);
+  const best = r.sessions.length ? r.context : "(nothing in memory yet)";
+  say("loci (no LLM: the evidence I would use)", best, "bot evidence");
+  return { answer: null, note: `recalled ${r.sessions.length} sessions, ${r.contextTokens}/${r.unprunedTokens} tokens kept` };
+}
+
+async function send(event) {
   event.preventDefault();
-  const content = $("message").value;
-  const session = $("session").value.trim() || undefined;
+  const text = $("message").value.trim();
+  if (!text) return;
+  $("send").disabled = true;
+  say("you", text, "user");
+  $("message").value = "";
   try {
-    const report = await memory.addMessages([{ speaker: $("speaker").value || "user", content }], { session });
-    $("message").value = "";
-    setStatus(`Stored in session ${report.session}.`);
-    await refreshInspector();
+    setStatus("Thinking…");
+    const started = performance.now();
+    const { answer, note } = await reply(text);
+    // Remember the exchange after answering, so the question does not recall itself.
+    const turns = [{ role: "user", content: text }];
+    if (answer) turns.push({ role: "assistant", content: answer });
+    await memory.addMessages(turns);
+    setStatus(`Replied in ${((performance.now() - started) / 1000).toFixed(1)} s (${note}).`);
   } catch (e) {
     setStatus(describeError(e), true);
+  } finally {
+    $("send").disabled = false;
+    await refreshMeters();
   }
 }
 
-async function ask(event) {
-  event.preventDefault();
-  const query = $("query").value;
+async function rememberOnly() {
+  const text = $("message").value.trim();
+  if (!text) return;
   try {
-    const started = performance.now();
-    const result = await memory.recall(query, { k: Number($("k").value) || 3, order: "rank" });
-    const ms = performance.now() - started;
-    const list = $("results");
-    list.replaceChildren();
-    for (const s of result.sessions) {
-      const item = el("li");
-      item.append(el("strong", s.id), el("span", `  score ${s.score.toFixed(3)}`, "score"));
-      for (const u of s.units) item.append(el("div", u.text, "unit"));
-      list.append(item);
-    }
-    $("context").textContent = result.context;
-    setStatus(`Recalled ${result.sessions.length} sessions in ${ms.toFixed(0)} ms on ${result.device}.`);
+    const report = await memory.addMessages([{ role: "user", content: text }]);
+    say("you (remembered)", text, "user");
+    $("message").value = "";
+    setStatus(`Stored in session ${report.session}.`);
   } catch (e) {
     setStatus(describeError(e), true);
   }
+  await refreshMeters();
 }
 
 async function loadSample() {
@@ -86,26 +134,76 @@ async function loadSample() {
   try {
     for (const [i, s] of SAMPLE.entries()) {
       setStatus(`Loading sample session ${i + 1}/${SAMPLE.length}…`);
-      const messages = s.messages.map(([speaker, content, time]) => ({ speaker, content, time }));
-      await memory.addMessages(messages, { session: s.session });
+      await memory.addMessages(s.messages.map(([speaker, content, time]) => ({ speaker, content, time })), { session: s.session });
     }
-    $("query").value = SAMPLE_QUESTIONS[0];
+    $("message").value = SAMPLE_QUESTIONS[0];
     setStatus(`Sample loaded. Try: ${SAMPLE_QUESTIONS.join(" · ")}`);
-    await refreshInspector();
   } catch (e) {
     setStatus(describeError(e), true);
   } finally {
     $("load-sample").disabled = false;
+    await refreshMeters();
   }
+}
+
+function applySettings(event) {
+  if (event) event.preventDefault();
+  const baseUrl = $("base-url").value.trim();
+  const model = $("model").value.trim();
+  const apiKey = $("api-key").value;
+  try {
+    memory.setLlm(baseUrl ? { baseUrl, model: model || "default", apiKey: apiKey || undefined } : null);
+    const keep = { baseUrl, model, ...($("remember-key").checked ? { apiKey } : {}) };
+    localStorage.setItem(SETTINGS_KEY, JSON.stringify(keep)); // the key only when the user asked for it
+    setStatus(baseUrl ? `Replies come from ${model || "the model"} at ${baseUrl}.` : "No LLM: replies show the evidence.");
+  } catch (e) {
+    setStatus(describeError(e), true);
+  }
+  refreshMeters();
+}
+
+function restoreSettings() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(SETTINGS_KEY) || "{}");
+    $("base-url").value = saved.baseUrl || "";
+    $("model").value = saved.model || "";
+    $("api-key").value = saved.apiKey || "";
+    $("remember-key").checked = Boolean(saved.apiKey);
+    if (saved.baseUrl) applySettings();
+  } catch {
+    localStorage.removeItem(SETTINGS_KEY);
+  }
+}
+
+async function exportMemory() {
+  const doc = await memory.export();
+  const url = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 1)], { type: "application/json" }));
+  const a = Object.assign(document.createElement("a"), { href: url, download: `loci-${memory.name}.json` });
+  a.click();
+  URL.revokeObjectURL(url);
+}
+
+async function importMemory(event) {
+  const file = event.target.files[0];
+  if (!file) return;
+  try {
+    const report = await memory.import(await file.text());
+    setStatus(`Imported ${report.sessionsImported} sessions (${report.sessionsSkipped} already here).`);
+  } catch (e) {
+    setStatus(describeError(e), true);
+  }
+  event.target.value = "";
+  await refreshMeters();
 }
 
 async function forget() {
   if (!confirm("Erase everything this memory holds?")) return;
   await memory.forgetAll();
-  $("results").replaceChildren();
+  $("transcript").replaceChildren();
+  $("evidence").replaceChildren();
   $("context").textContent = "";
-  await refreshInspector();
   setStatus("Forgotten.");
+  await refreshMeters();
 }
 
 async function main() {
@@ -120,11 +218,16 @@ async function main() {
   });
   $("progress").classList.add("done");
   setStatus(`Ready: embedding on ${(await memory.stats()).device} (${memory.deviceReason}).`);
-  $("add-form").addEventListener("submit", remember);
-  $("ask-form").addEventListener("submit", ask);
+  $("chat-form").addEventListener("submit", send);
+  $("remember-only").addEventListener("click", rememberOnly);
   $("load-sample").addEventListener("click", loadSample);
+  $("settings").addEventListener("submit", applySettings);
+  $("clear-llm").addEventListener("click", () => { $("base-url").value = ""; applySettings(); });
+  $("export").addEventListener("click", exportMemory);
+  $("import").addEventListener("change", importMemory);
   $("forget").addEventListener("click", forget);
-  await refreshInspector();
+  restoreSettings();
+  await refreshMeters();
   window.loci = { memory }; // for the console and the end-to-end test
 }
 

@@ -1,8 +1,10 @@
 // End-to-end: the demo page in headless Chromium (Debian's, driven by playwright-core; no browser download).
-// Loads the demo, loads the sample, asks, reloads, asks again: the memory persisted in IndexedDB. Also checks that
-// memory text renders inert (never as HTML) and that nothing but same-origin requests leave the page.
+// Without an LLM the bot shows evidence; with the scripted test LLM server it answers; after a reload it answers a
+// question that needs an earlier session. Memory text renders inert, and nothing leaves the page but the calls to
+// the configured endpoint. Screenshots go to docs/screenshots/ (the README shows them).
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,6 +14,12 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = join(root, "docs", "screenshots");
 mkdirSync(shots, { recursive: true });
 
+const llmServer = spawn("node", [join(root, "tests/llm-server/server.mjs"), "0"], { stdio: ["ignore", "pipe", "inherit"] });
+const llmPort = await new Promise((ok) => llmServer.stdout.on("data", (d) => {
+  const m = /READY (\d+)/.exec(String(d));
+  if (m) ok(m[1]);
+}));
+const llmUrl = `http://127.0.0.1:${llmPort}/v1`;
 const server = await serve(0);
 const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
@@ -19,58 +27,77 @@ const browser = await chromium.launch({
   args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--disable-quic"],
 });
+
+const ready = (page) => page.waitForFunction(() => window.loci && window.loci.memory, null, { timeout: 120_000 });
+const statusStarts = (page, prefix) => page.waitForFunction(
+  (p) => document.querySelector("#status").textContent.startsWith(p), prefix, { timeout: 120_000 });
+async function chat(page, text) {
+  const before = await page.locator("#transcript li.bot").count();
+  await page.fill("#message", text);
+  await page.click("#send");
+  await page.waitForFunction((n) => document.querySelectorAll("#transcript li.bot").length > n, before, { timeout: 60_000 });
+  await statusStarts(page, "Replied");
+  return page.locator("#transcript li.bot").last().textContent();
+}
+
 let failed = false;
 try {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
   const requests = [];
   page.on("request", (r) => requests.push(r.url()));
   page.on("pageerror", (e) => console.error("page error:", e.message));
-  page.on("console", (m) => { if (m.type() === "error") console.error("console:", m.text()); });
   page.on("dialog", (d) => d.accept());
 
   await page.goto(`${origin}/www/`);
-  await page.waitForFunction(() => window.loci && window.loci.memory, null, { timeout: 60_000 });
+  await ready(page);
   await page.evaluate(() => window.loci.memory.forgetAll());
   await page.reload();
-  await page.waitForFunction(() => window.loci && window.loci.memory, null, { timeout: 60_000 });
+  await ready(page);
   assert.match(await page.textContent("#status"), /Ready: embedding on wasm/);
 
   await page.click("#load-sample");
-  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("Sample loaded"), null, { timeout: 60_000 });
-  await page.fill("#query", "Who is Maya's physio?");
-  await page.click("#ask-form button[type=submit]");
-  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("Recalled"));
-  const first = await page.textContent("#results li:first-child strong");
-  assert.equal(first, "2024-04-14-marathon");
-  await page.screenshot({ path: join(shots, "recall.png"), fullPage: true });
+  await statusStarts(page, "Sample loaded");
 
-  // Reload: the memory comes back from IndexedDB.
+  // No LLM: the bot shows the evidence it would use.
+  const evidence = await chat(page, "Who is Maya's physio?");
+  assert.match(evidence, /Okafor/);
+  assert.equal(await page.textContent("#evidence li:first-child strong"), "2024-04-14-marathon");
+
+  // With the test server as the endpoint: answer() replies; the key is typed but not remembered.
+  await page.fill("#base-url", llmUrl);
+  await page.fill("#model", "scripted");
+  await page.fill("#api-key", "sk-demo-secret");
+  await page.click("#settings button[type=submit]");
+  await statusStarts(page, "Replies come from");
+  const answer = await chat(page, "Who is the physio?");
+  assert.match(answer, /Okafor/);
+  assert.match(await page.textContent("#meters"), /2 LLM calls/);
+  await page.screenshot({ path: join(shots, "chat.png"), fullPage: true });
+  assert.ok(!(await page.evaluate(() => localStorage.getItem("loci-demo-llm"))).includes("sk-demo-secret"),
+    "the API key is not persisted unless asked");
+
+  // Reload: the memory and the endpoint (without key) come back; the answer needs the earlier cooking session.
   await page.reload();
-  await page.waitForFunction(() => window.loci && window.loci.memory, null, { timeout: 60_000 });
-  assert.match(await page.textContent("#stats"), /^4 sessions · 16 turns/);
-  await page.fill("#query", "Which starch should she try for the cheese bread?");
-  await page.click("#ask-form button[type=submit]");
-  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("Recalled"));
-  assert.equal(await page.textContent("#results li:first-child strong"), "2024-05-20-cooking");
-  assert.match(await page.textContent("#results li:first-child"), /polvilho azedo/);
+  await ready(page);
+  // 16 sample turns + the two exchanges so far (the question without LLM, then question and answer).
+  assert.match(await page.textContent("#stats"), /^5 sessions · 19 turns/);
+  const later = await chat(page, "Which starch should she try for the cheese bread?");
+  assert.match(later, /polvilho/);
 
   // Stored markup renders as text.
-  await page.fill("#session", "xss");
   await page.fill("#message", `<img src=x onerror="window.__pwned=1"> my cat is called <b>Biscuit</b>`);
-  await page.click("#add-form button[type=submit]");
-  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("Stored"));
-  await page.fill("#query", "What is my cat called?");
-  await page.click("#ask-form button[type=submit]");
-  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("Recalled"));
-  assert.match(await page.textContent("#results"), /<img src=x onerror=/, "the markup is shown as text");
-  assert.equal(await page.locator("#results img").count(), 0, "no element was created from memory text");
+  await page.click("#remember-only");
+  await statusStarts(page, "Stored");
+  await chat(page, "What is my cat called? Biscuit?");
+  assert.match(await page.textContent("#evidence"), /<img src=x onerror=/, "the markup is shown as text");
+  assert.equal(await page.locator("#transcript img, #evidence img").count(), 0, "no element made from memory text");
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   await page.screenshot({ path: join(shots, "inert-markup.png"), fullPage: true });
 
-  const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith("data:") && !u.startsWith("blob:"));
-  assert.deepEqual(foreign, [], "nothing leaves the page");
-  console.log(`e2e demo: ok (${requests.length} requests, all same-origin)`);
+  const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !/^(data|blob):/.test(u));
+  assert.deepEqual(foreign, [], "nothing leaves the page but calls to the user's endpoint");
+  console.log(`e2e demo: ok (${requests.length} requests: the page's origin and the configured endpoint only)`);
 } catch (e) {
   failed = true;
   console.error(e);
@@ -78,5 +105,6 @@ try {
 } finally {
   await browser.close();
   server.close();
+  llmServer.kill();
 }
 process.exit(failed ? 1 : 0);
