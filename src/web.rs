@@ -29,6 +29,10 @@ use crate::types::{parse_time, InputLimits, MessageInput, TimeInput, UnitMode};
 
 type Core = memory::Memory<IdbStore, OnnxRuntime>;
 
+// The TypeScript types of the whole public API (options, results, errors), appended to the generated `loci.d.ts`.
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &'static str = include_str!("web_types.ts");
+
 /// Converts a loci error into a JS `Error` with `name = "LociError"` and a stable `code`.
 pub fn js_error(e: Error) -> JsValue {
     let err = js_sys::Error::new(&e.to_string());
@@ -531,7 +535,7 @@ impl Memory {
     /// Opens (or creates) the memory `options.name`: loads the tokenizer and model, chooses the device, and reads
     /// the stored memory from IndexedDB.
     #[wasm_bindgen(js_name = open, unchecked_return_type = "Promise<Memory>")]
-    pub fn open(options: JsValue) -> Promise {
+    pub fn open(#[wasm_bindgen(unchecked_param_type = "OpenOptions")] options: JsValue) -> Promise {
         future_to_promise(async move { open_inner(options).await.map(JsValue::from).map_err(js_error) })
     }
 
@@ -556,7 +560,11 @@ impl Memory {
     /// Stores messages as turns of one session and embeds them: `messages` is an array of
     /// `{ role | speaker, content, time?, caption? }`; `options.session` names the session.
     #[wasm_bindgen(js_name = addMessages, unchecked_return_type = "Promise<AddReport>")]
-    pub fn add_messages(&self, messages: JsValue, options: JsValue) -> Promise {
+    pub fn add_messages(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "MessageInput[]")] messages: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "AddOptions | undefined")] options: JsValue,
+    ) -> Promise {
         let inner = self.inner.clone();
         spawn(async move {
             if !js_sys::Array::is_array(&messages) {
@@ -580,7 +588,11 @@ impl Memory {
     /// Turn Isolation Retrieval) and returns the top `k` with their evidence and a rendered context, optionally
     /// pruned: `prune: "extractive"` (no LLM) or `"llm"` (query-driven pruning by the configured LLM).
     #[wasm_bindgen(unchecked_return_type = "Promise<RecallResult>")]
-    pub fn recall(&self, query: JsValue, options: JsValue) -> Promise {
+    pub fn recall(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] query: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RecallOptions | undefined")] options: JsValue,
+    ) -> Promise {
         let inner = self.inner.clone();
         let llm = self.llm.borrow().clone();
         spawn(async move {
@@ -603,7 +615,11 @@ impl Memory {
     /// Answers `question` from memory with the configured LLM: recall, prune (default: the LLM keeps only the
     /// evidence), generate. Returns the answer, the evidence it used and the calls and tokens spent.
     #[wasm_bindgen(unchecked_return_type = "Promise<AnswerResult>")]
-    pub fn answer(&self, question: JsValue, options: JsValue) -> Promise {
+    pub fn answer(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RecallOptions | undefined")] options: JsValue,
+    ) -> Promise {
         let inner = self.inner.clone();
         let llm = self.llm.borrow().clone();
         spawn(async move {
@@ -628,7 +644,7 @@ impl Memory {
     /// Sets (or, with `null`, removes) the LLM: an OpenAI-compatible endpoint `{ baseUrl, apiKey?, model, … }` or an
     /// async function. The key is kept in memory only.
     #[wasm_bindgen(js_name = setLlm)]
-    pub fn set_llm(&self, llm: JsValue) -> Result<(), JsValue> {
+    pub fn set_llm(&self, #[wasm_bindgen(unchecked_param_type = "LlmOptions | LlmCallback | null")] llm: JsValue) -> Result<(), JsValue> {
         let parsed = parse_llm(&llm, &self.tokenizer).map_err(js_error)?;
         *self.llm.borrow_mut() = parsed;
         Ok(())
@@ -687,7 +703,7 @@ impl Memory {
     /// Adds the sessions of an exported document (an object or its JSON text). The document is validated first
     /// (a bad one stores nothing); sessions that already exist are skipped, so an interrupted import can be re-run.
     #[wasm_bindgen(js_name = import, unchecked_return_type = "Promise<ImportReport>")]
-    pub fn import(&self, document: JsValue) -> Promise {
+    pub fn import(&self, #[wasm_bindgen(unchecked_param_type = "MemoryExport | string")] document: JsValue) -> Promise {
         let inner = self.inner.clone();
         spawn(async move {
             let doc: memory::Export = match document.as_string() {

@@ -1,0 +1,100 @@
+// The npm package as a web developer gets it: `npm pack`, install the tarball into a fresh project (offline, from
+// the local tarball and npm's cache), type-check a TypeScript consumer against the shipped types, then use the
+// installed package from a plain page in headless Chromium: open, remember, recall.
+import { chromium } from "playwright-core";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, createReadStream, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { dirname, extname, join, normalize, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const work = mkdtempSync(join(tmpdir(), "loci-pack-"));
+const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+
+let failed = false;
+let server;
+let browser;
+try {
+  const tarball = run("npm", ["pack", "--silent", "--pack-destination", work], root).trim().split("\n").pop();
+  const app = join(work, "app");
+  mkdirSync(app);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "loci-consumer", private: true, type: "module" }));
+  run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(work, tarball)], app);
+  const installed = join(app, "node_modules", "loci");
+  const files = readdirSync(join(installed, "pkg"));
+  assert.ok(files.includes("loci.js") && files.includes("loci_bg.wasm") && files.includes("loci.d.ts"), files.join());
+
+  // Types: a strict TypeScript consumer of the public API compiles.
+  writeFileSync(join(app, "consumer.ts"), `
+import init, { Memory, type RecallResult, type Stats, type LociError, type OpenOptions } from "loci";
+export async function demo(): Promise<string> {
+  await init();
+  const options: OpenOptions = { name: "alice", embedder: { device: "auto" }, onProgress: (e) => console.log(e.phase) };
+  const memory = await Memory.open(options);
+  await memory.addMessages([{ role: "user", content: "I love hiking.", time: Date.now() }], { session: "s1" });
+  const r: RecallResult = await memory.recall("hobbies?", { k: 3, prune: "extractive", method: "tir" });
+  const s: Stats = await memory.stats();
+  memory.setLlm({ baseUrl: "http://127.0.0.1:8080/v1", model: "m" });
+  memory.setLlm(async ({ messages }) => ({ text: messages[0].content }));
+  try { await memory.answer("Where?", { signal: new AbortController().signal }); }
+  catch (e) { const err = e as LociError; if (err.code === "LLM_UNAVAILABLE") return err.message; }
+  await memory.close();
+  return r.sessions[0].id + s.device;
+}
+`);
+  writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
+    compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022", "dom"] },
+    files: ["consumer.ts"],
+  }));
+  run(join(root, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.json"], app);
+
+  // Use: a plain page importing the installed package; the app hosts the model and onnxruntime-web's files.
+  mkdirSync(join(app, "assets", "model"), { recursive: true });
+  mkdirSync(join(app, "assets", "ort"), { recursive: true });
+  for (const f of ["model.onnx", "tokenizer.json"]) copyFileSync(join(root, "www", "assets", "model", f), join(app, "assets", "model", f));
+  const ortDist = join(app, "node_modules", "onnxruntime-web", "dist");
+  for (const f of ["ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm"]) {
+    copyFileSync(join(ortDist, f), join(app, "assets", "ort", f));
+  }
+  writeFileSync(join(app, "index.html"), `<!doctype html><meta charset="utf-8"><script type="module">
+import init, { Memory } from "./node_modules/loci/pkg/loci.js";
+try {
+  await init();
+  const memory = await Memory.open({ name: "pack-test", embedder: { device: "wasm" } });
+  await memory.forgetAll();
+  await memory.addMessages([{ role: "user", content: "My dog Pixel loves the beach." }], { session: "dog" });
+  await memory.addMessages([{ role: "user", content: "The tax return is due in April." }], { session: "taxes" });
+  const r = await memory.recall("What does my pet enjoy?", { k: 1 });
+  window.result = { top: r.sessions[0].id, device: r.device };
+} catch (e) { window.result = { error: String(e), code: e.code }; }
+</script>`);
+  const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
+  server = createServer((req, res) => {
+    const file = normalize(join(app, decodeURIComponent(new URL(req.url, "http://x").pathname)));
+    let ok = file.startsWith(app + sep);
+    try { ok = ok && statSync(file).isFile(); } catch { ok = false; }
+    if (!ok) { res.writeHead(404); return res.end(); }
+    res.writeHead(200, { "Content-Type": types[extname(file)] || "application/octet-stream" });
+    createReadStream(file).pipe(res);
+  });
+  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+  browser = await chromium.launch({ executablePath: "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"] });
+  const page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${server.address().port}/index.html`);
+  await page.waitForFunction(() => window.result, null, { timeout: 120_000 });
+  const result = await page.evaluate(() => window.result);
+  assert.deepEqual(result, { top: "dog", device: "wasm" });
+  console.log(`package: ok (${tarball} installed offline, types check, recall works from node_modules)`);
+} catch (e) {
+  failed = true;
+  console.error(e);
+} finally {
+  if (browser) await browser.close();
+  if (server) server.close();
+  rmSync(work, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
