@@ -116,6 +116,13 @@ async fn segment_job(session: &str, last: bool, input: &JobInput<'_>, spend: &mu
     let mut meta = input.state.meta.clone();
     let mine: Vec<u64> =
         meta.pending.iter().copied().filter(|id| input.turns.get(id).is_some_and(|t| t.session == session)).collect();
+    // A flush or the session's end already asked for its last window: take it now rather than 20 turns first.
+    let last = last
+        || input
+            .state
+            .jobs
+            .values()
+            .any(|j| matches!(&j.work, JobKind::Segment { session: s, last: true } if s == session));
     let mut w = DistillWrite::default();
     if mine.is_empty() || (!last && mine.len() < config.window) {
         return Ok(w); // nothing (left) to do: an earlier window took it

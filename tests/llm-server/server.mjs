@@ -23,7 +23,10 @@
 // the "Question:" line of the last user message and picks memory lines sharing a word (≥ 4 letters) with the
 // question: QDP prompts (asking for {"keep"}) get those lines' ids, answer prompts ({"answer"}) get the first such
 // line's text, judge prompts ({"label"}) get CORRECT when the generated answer contains the gold answer's words;
-// anything else gets the matching lines echoed.
+// anything else gets the matching lines echoed. Distillation prompts (asking for {"groups"}, {"episodes"},
+// {"merges"}, {"predictions"}, {"facts"}, {"decisions"}) get schema-valid replies derived from the memory block:
+// groups of 5 lines, narratives that retell the lines, merges when titles share two words, facts from long
+// statements, MERGE when a fact's words overlap an existing one's by 60% (see distillReply).
 // CORS: any origin; Authorization and Content-Type allowed; Retry-After exposed.
 
 import http from "node:http";
@@ -83,6 +86,8 @@ function defaultReply(request) {
   const qWords = new Set(words(question));
   const lines = memory.split("\n").filter((l) => l.trim() && !l.startsWith("#"));
   const matching = lines.filter((l) => words(l.replace(/^\[[0-9.]+\]\s*/, "")).some((w) => qWords.has(w)));
+  const distilled = distillReply(system, memory);
+  if (distilled !== undefined) return JSON.stringify(distilled);
   if (system.includes('{"keep"')) {
     const ids = matching.map((l) => (l.match(/^\[([0-9]+\.[0-9]+)\]/) ?? [])[1]).filter(Boolean);
     return JSON.stringify({ keep: ids });
@@ -99,6 +104,109 @@ function defaultReply(request) {
     return JSON.stringify({ label: ok ? "CORRECT" : "WRONG" });
   }
   return matching.join("\n") || "I don't know";
+}
+
+// Distillation prompts (src/llm/prompts/distill.rs), recognised by the JSON they ask for, answered with
+// schema-valid JSON derived from the fenced memory only, so the same prompt always gets the same reply.
+function parseLine(l) {
+  const m = l.match(/^\[([0-9.]+)\] \(([0-9-]+)[^)]*\) ([^:]+): (.*)$/);
+  return m ? { label: m[1], date: m[2], speaker: m[3], text: m[4] } : null;
+}
+
+function sections(memory, header) {
+  const out = [];
+  for (const block of memory.split(/\n(?=## )/)) {
+    const m = block.match(header);
+    if (m) out.push({ n: Number(m[1]), head: m, body: block.split("\n").slice(1) });
+  }
+  return out;
+}
+
+function firstWords(text, n) {
+  return text.split(/\s+/).filter(Boolean).slice(0, n).join(" ");
+}
+
+function distillReply(system, memory) {
+  if (system.includes('{"groups"')) {
+    const n = memory.split("\n").filter((l) => parseLine(l)).length;
+    const groups = [];
+    for (let i = 0; i < n; i += 5) groups.push([...Array(Math.min(5, n - i)).keys()].map((k) => i + k));
+    return { groups };
+  }
+  if (system.includes('{"episodes"')) {
+    return {
+      episodes: sections(memory, /^## Group ([0-9]+)/).map(({ n, body }) => {
+        const lines = body.map(parseLine).filter(Boolean);
+        return {
+          group: n,
+          title: firstWords(lines[0]?.text ?? "Conversation", 6),
+          narrative: lines.map((l) => `${l.speaker} said: ${l.text}`).join(" ").slice(0, 600),
+          date: lines[0]?.date ?? "",
+        };
+      }),
+    };
+  }
+  if (system.includes('{"merges"')) {
+    return {
+      merges: sections(memory, /^## New episode ([0-9]+)/).map(({ n, body }) => {
+        const title = (body.find((l) => l.startsWith("Title: ")) ?? "").slice(7);
+        const narrative = (body.find((l) => l.startsWith("Narrative: ")) ?? "").slice(11);
+        const tWords = new Set(words(title));
+        for (let i = 0; i < body.length; i++) {
+          const c = body[i].match(/^### Candidate (E[0-9]+)/);
+          if (!c) continue;
+          const text = body[i + 1] ?? "";
+          if (words(text.split(" ").slice(0, 6).join(" ")).filter((w) => tWords.has(w)).length >= 2) {
+            return { episode: n, merge_with: c[1], title, narrative: `${text} ${narrative}`.slice(0, 1500) };
+          }
+        }
+        return { episode: n, merge_with: null, title: "", narrative: "" };
+      }),
+    };
+  }
+  if (system.includes('{"predictions"')) {
+    return {
+      predictions: sections(memory, /^## Episode ([0-9]+)/).map(({ n, body }) => ({
+        episode: n,
+        prediction: body.filter((l) => l.startsWith("- ")).map((l) => l.slice(2)).join(" "),
+      })),
+    };
+  }
+  if (system.includes('{"facts"')) {
+    const facts = [];
+    for (const { n, body } of sections(memory, /^## Episode ([0-9]+):/)) {
+      const prediction = (body.find((l) => l.startsWith("Prediction: ")) ?? "").slice(12);
+      let kept = 0;
+      for (const l of body.map(parseLine).filter(Boolean)) {
+        if (kept >= 2 || l.text.includes("?") || l.text.split(/\s+/).length < 12) continue;
+        const statement = `${l.speaker} said: ${firstWords(l.text, 15)}`;
+        if (prediction.includes(statement)) continue;
+        facts.push({ episode: n, statement, kind: "event", evidence: [l.label] });
+        kept++;
+      }
+    }
+    return { facts };
+  }
+  if (system.includes('{"decisions"')) {
+    return {
+      decisions: sections(memory, /^## New fact ([0-9]+): (.*)$/m).map(({ n, head, body }) => {
+        const mine = new Set(words(head[2]));
+        for (const l of body) {
+          const c = l.match(/^- \[(F[0-9]+)\] (.*)$/);
+          if (!c) continue;
+          const theirs = new Set(words(c[2]));
+          const shared = [...mine].filter((w) => theirs.has(w)).length;
+          const union = new Set([...mine, ...theirs]).size;
+          if (union > 0 && shared / union >= 0.6) {
+            const statement = head[2].length >= c[2].length ? head[2] : c[2];
+            return { fact: n, action: "MERGE", targets: [c[1]], statement };
+          }
+        }
+        return { fact: n, action: "NEW", targets: [], statement: "" };
+      }),
+    };
+  }
+  return undefined;
 }
 
 async function chat(req, res, request) {

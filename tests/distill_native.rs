@@ -1,0 +1,222 @@
+//! Distillation end to end, natively: one LoCoMo conversation (read from ../shared/data/locomo at test time,
+//! never committed) through the real embedder, the native OpenAI-compatible client and the scripted Node server in
+//! its default mode (schema-valid distillation replies derived from each prompt). Then the same run with faults
+//! injected mid-way — 500s, garbage JSON, the memory closed and reopened with jobs queued — must end in the same
+//! turns, episodes and facts, with every turn in an episode. Prints the LLM calls per ingested message.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+mod llm_server;
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use llm_server::LlmServer;
+use loci::distill::DistillConfig;
+use loci::embed::OnnxRuntime;
+use loci::eval::{locomo, EvalSession, GroundTruth};
+use loci::llm::native::UreqTransport;
+use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use loci::memory::{FlushReport, Memory, MemoryConfig};
+use loci::store::MemStore;
+use loci::types::{MessageInput, TimeInput};
+use pollster::block_on;
+use serde_json::json;
+
+const LOCOMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/locomo/locomo10.json");
+
+fn sessions() -> Option<Vec<EvalSession>> {
+    if !Path::new(LOCOMO).exists() {
+        eprintln!("SKIPPED: {LOCOMO} is not there (the LoCoMo data is never committed)");
+        return None;
+    }
+    let corpora = locomo::load(Path::new(LOCOMO), GroundTruth::Paper).expect("LoCoMo");
+    Some(corpora.into_iter().next().expect("one conversation").sessions)
+}
+
+/// "1:56 pm on 8 May, 2023" → epoch ms.
+fn session_time(date: &str) -> f64 {
+    chrono::NaiveDateTime::parse_from_str(&date.replace("am", "AM").replace("pm", "PM"), "%I:%M %p on %d %B, %Y")
+        .unwrap_or_else(|e| panic!("{date}: {e}"))
+        .and_utc()
+        .timestamp_millis() as f64
+}
+
+fn messages(s: &EvalSession) -> Vec<MessageInput> {
+    let start = session_time(&s.date);
+    s.turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| MessageInput {
+            speaker: Some(t.speaker.clone()),
+            content: t.text.clone(),
+            caption: t.caption.clone(),
+            time: Some(TimeInput::Millis(start + i as f64 * 60_000.0)),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn client(server: &LlmServer) -> OpenAiClient<UreqTransport> {
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.timeout_ms = 5000;
+    config.backoff_base_ms = 5;
+    config.max_retries = 1; // so injected 500s reach the job queue
+    OpenAiClient::new(config, UreqTransport::new()).unwrap()
+}
+
+type Mem = Memory<MemStore, OnnxRuntime>;
+
+fn open(store: MemStore) -> Mem {
+    let config = MemoryConfig { distill: Some(DistillConfig::default()), ..Default::default() };
+    block_on(Memory::open(store, common::embedder(config.embed), config)).expect("open")
+}
+
+/// Flushes until the queue is empty, stepping the clock to each backoff; returns failures seen.
+fn flush_all(m: &mut Mem, llm: &OpenAiClient<UreqTransport>, now: &mut f64) -> usize {
+    let mut failures = 0;
+    let mut report: FlushReport = block_on(m.flush(llm, *now, &mut |_| {})).expect("flush");
+    loop {
+        failures += report.failures;
+        match report.next_try {
+            Some(t) => {
+                *now = now.max(t);
+                report = block_on(m.run_jobs(llm, *now, &mut |_| {})).expect("run jobs");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(m.distill_stats().parked, vec![], "no job parked");
+    failures
+}
+
+/// What must match between runs: turns, episodes and facts without ingest times and vectors.
+fn state(m: &Mem) -> serde_json::Value {
+    let turns: Vec<_> = m
+        .sessions()
+        .iter()
+        .flat_map(|s| m.session_turns(&s.id))
+        .map(|t| json!([t.id, t.session, t.speaker, t.text, t.time]))
+        .collect();
+    let episodes: Vec<_> =
+        m.episodes().iter().map(|e| json!([e.id, e.title, e.narrative, e.time, e.turn_ids, e.merged_from])).collect();
+    let facts: Vec<_> = m
+        .facts(true)
+        .iter()
+        .map(|f| {
+            json!([
+                f.id,
+                f.statement,
+                f.status,
+                f.time,
+                f.episode_ids,
+                f.turn_ids,
+                f.supersedes,
+                f.superseded_by,
+                f.origin
+            ])
+        })
+        .collect();
+    json!({"turns": turns, "episodes": episodes, "facts": facts})
+}
+
+fn every_turn_in_an_episode(m: &Mem) {
+    let covered = m.distilled().covered_turns();
+    let all: HashSet<u64> = m.sessions().iter().flat_map(|s| m.session_turns(&s.id)).map(|t| t.id).collect();
+    assert_eq!(covered, all, "every turn belongs to an episode");
+    assert_eq!(m.distill_stats().pending_turns, 0);
+}
+
+fn distill_calls(m: &Mem) -> u64 {
+    let c = m.llm_counters();
+    [c.segment, c.narrate, c.merge, c.predict, c.distill, c.consolidate].iter().map(|p| p.calls).sum()
+}
+
+#[test]
+fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
+    let Some(sessions) = sessions() else { return };
+    let server = LlmServer::start();
+    let llm = client(&server);
+
+    // Fault-free: each session added, then flushed (as a chat app would at the end of a sitting).
+    let mut m = open(MemStore::new());
+    let mut now = 1.7e12;
+    let mut messages_in = 0;
+    for s in &sessions {
+        let msgs = messages(s);
+        messages_in += msgs.len();
+        block_on(m.add_messages(&msgs, Some(&s.id), now)).unwrap();
+        assert_eq!(flush_all(&mut m, &llm, &mut now), 0);
+    }
+    every_turn_in_an_episode(&m);
+    let clean = state(&m);
+    let calls = distill_calls(&m);
+    let c = m.llm_counters();
+    println!(
+        "distill on LoCoMo {}: {messages_in} messages, {} episodes, {} facts ({} superseded), {calls} LLM calls = {:.3} \
+         calls per message (segment {}, narrate {}, merge {}, predict {}, distill {}, consolidate {}); tokens in/out {}/{}",
+        "conv-26",
+        m.episodes().len(),
+        m.facts(true).len(),
+        m.distill_stats().facts_superseded,
+        calls as f64 / messages_in as f64,
+        c.segment.calls,
+        c.narrate.calls,
+        c.merge.calls,
+        c.predict.calls,
+        c.distill.calls,
+        c.consolidate.calls,
+        [c.segment, c.narrate, c.merge, c.predict, c.distill, c.consolidate].iter().map(|p| p.input_tokens).sum::<u64>(),
+        [c.segment, c.narrate, c.merge, c.predict, c.distill, c.consolidate].iter().map(|p| p.output_tokens).sum::<u64>(),
+    );
+    assert!(m.episodes().len() >= messages_in / 10, "episodes of ≤ 5 lines, some merged");
+    assert!(!m.facts(false).is_empty());
+    assert!(c.merge.calls > 0 && c.consolidate.calls > 0, "integration and consolidation were exercised");
+    if let Ok(path) = std::env::var("LOCI_BENCH_JSON") {
+        let report = json!({"conversation": "conv-26", "messages": messages_in, "llm_calls": calls,
+            "calls_per_message": calls as f64 / messages_in as f64, "episodes": m.episodes().len(),
+            "facts": m.facts(true).len(), "counters": c});
+        std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).expect("write the bench JSON");
+    }
+
+    // With faults: a burst of 500s (more than the client retries), garbage JSON twice (more than the corrective
+    // retry), a truncated reply; the memory closed and reopened with jobs queued; all mid-way.
+    let store = MemStore::new();
+    let mut m = open(store.clone());
+    let mut now = 1.7e12;
+    let mut failures = 0;
+    let half = sessions.len() / 2;
+    for (i, s) in sessions.iter().enumerate() {
+        block_on(m.add_messages(&messages(s), Some(&s.id), now)).unwrap();
+        if i == half {
+            server.script(json!([{"status": 500, "times": 3}, {"raw": "not json"}, {"raw": "{\"groups\": [[0, 1"},
+                {"status": 503}, {"status": 500}, {"body": "<html>bad gateway"}, {"body": "<html>bad gateway"}]));
+        }
+        if i == half + 2 {
+            // Close with the session's jobs queued but not run, then reopen over the same store.
+            let c = m.llm_counters();
+            let errors = [c.segment, c.narrate, c.merge, c.predict, c.distill, c.consolidate].map(|p| p.errors);
+            assert!(errors.iter().sum::<u64>() >= 3, "failed calls counted per phase: {errors:?}");
+            drop(m);
+            m = open(store.clone());
+            assert!(m.distill_stats().jobs > 0 || m.distill_stats().pending_turns > 0, "work survived the reopen");
+        }
+        failures += flush_all(&mut m, &llm, &mut now);
+    }
+    assert!(failures >= 3, "faults reached the job queue and were retried with backoff ({failures} failures)");
+    every_turn_in_an_episode(&m);
+    let faulty = state(&m);
+    assert_eq!(faulty["turns"], clean["turns"]);
+    assert_eq!(faulty["episodes"], clean["episodes"]);
+    assert_eq!(faulty["facts"], clean["facts"]);
+
+    // Reopened once more, everything is still there, and distilled recall shows facts and episodes with times.
+    drop(m);
+    let mut m = open(store);
+    assert_eq!(state(&m), clean);
+    let r =
+        block_on(m.recall_distilled("When did Caroline go to the LGBTQ support group?", Default::default())).unwrap();
+    assert_eq!((r.episodes.len(), r.facts.len().min(20)), (10, r.facts.len()));
+    assert!(r.context.contains("### Facts\n- (2023-") && r.context.contains("### Episode: "), "{}", &r.context[..400]);
+    assert!(r.context.contains("### Session session_"), "TIR sessions included");
+}
