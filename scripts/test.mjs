@@ -80,4 +80,5 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
 await realModelSmoke();
 step("build the package", "node", ["scripts/build.mjs"]);
 step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
+step("the npm package: pack, install offline, type-check, use", "node", ["tests/package/pack.test.mjs"]);
 console.log("\nall tests passed");
