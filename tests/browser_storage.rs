@@ -1,12 +1,15 @@
 //! Headless Chromium: the IndexedDB layout stays bulk. A regression guard that is not a timing: it counts the
-//! IndexedDB requests (by wrapping `IDBObjectStore.prototype` in the page) and the records they return.
+//! IndexedDB requests (by wrapping `IDBObjectStore.prototype` in the page) and the records they return. Also: the
+//! distillation stores and deletions load back exactly as [`MemStore`] (the reference) holds them, and older
+//! schemas migrate.
 #![cfg(target_arch = "wasm32")]
 
 use js_sys::{Function, Reflect};
+use loci::distill::{DistillItem, DistillMeta, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobKind};
 use loci::embed::{DIM, MODEL_ID};
 use loci::store::idb::IdbStore;
-use loci::store::{Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, VECTOR_CHUNK};
-use loci::types::{Unit, UnitMode};
+use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, VECTOR_CHUNK};
+use loci::types::{Session, Turn, Unit, UnitMode};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::*;
 
@@ -76,12 +79,14 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
         store.write(WriteBatch { meta: Some(meta.clone()), units, ..Default::default() }).await.expect("write");
     }
 
-    // Open: one request per object store, whatever the number of units; vectors arrive as chunk records.
+    // Open: one request per object store (two for `meta`: the memory's and distillation's records), whatever the
+    // number of units; vectors arrive as chunk records. 5 before distillation; its episodes, facts, jobs and meta
+    // add 4.
     reset();
     let snapshot = store.load().await.expect("load");
     assert_eq!(snapshot.units.len(), N as usize);
     let chunks = N / VECTOR_CHUNK + 1;
-    assert!(count("requests") <= 5, "{} IndexedDB requests to open", count("requests"));
+    assert!(count("requests") <= 9, "{} IndexedDB requests to open", count("requests"));
     assert_eq!(count("vectorRequests"), 1);
     assert!(count("records") <= N + chunks, "{} records read", count("records"));
     let u = &snapshot.units[12_345];
@@ -144,4 +149,199 @@ async fn a_schema_1_database_is_migrated_to_vector_chunks() {
     assert!((back[0] - 0.6).abs() < 0.01 && (back[1] - 0.8).abs() < 0.01, "{back:?}");
     store.close();
     IdbStore::delete("t-v1").await.expect("delete");
+}
+
+fn turn(id: u64, session: &str) -> Turn {
+    Turn {
+        id,
+        session: session.into(),
+        seq: id as u32,
+        speaker: "Maya".into(),
+        text: format!("turn {id}"),
+        caption: None,
+        time: 1.7e12 + id as f64,
+        ingested: 1.7e12,
+    }
+}
+
+fn session(id: &str) -> Session {
+    Session { id: id.into(), first_time: 1.7e12, last_time: 1.7e12, turn_count: 2, title: None }
+}
+
+/// The batches of a small distillation: turns with their segment job, an episode, facts with a supersede chain,
+/// job updates and deletions, then a session forgotten (turns, sessions, episodes and facts deleted in one batch).
+fn distill_batches() -> Vec<WriteBatch> {
+    let meta = Meta {
+        schema: SCHEMA_VERSION,
+        model: MODEL_ID.into(),
+        dim: 2,
+        unit_mode: UnitMode::Pair,
+        next_turn: 5,
+        next_unit: 1,
+    };
+    let job = |id: u64, work: JobKind| Job {
+        id,
+        work,
+        attempts: 0,
+        next_try: 1.7e12,
+        parked: false,
+        last_error: None,
+        created: 1.7e12,
+    };
+    let episode = |id: u64, turn_ids: Vec<u64>| Episode {
+        id,
+        title: format!("episode {id}"),
+        narrative: "Maya planted basil.".into(),
+        time: 1.7e12,
+        start: 1.7e12,
+        end: 1.7e12 + 60_000.0,
+        turn_ids,
+        merged_from: vec![],
+        ingested: 1.7e12,
+        vector: vec![0.6, 0.8],
+    };
+    let fact = |id: u64, episode: u64, turns: Vec<u64>| Fact {
+        id,
+        statement: format!("fact {id}"),
+        kind: "event".into(),
+        time: 1.7e12,
+        ingested: 1.7e12 + id as f64,
+        episode_ids: vec![episode],
+        turn_ids: turns,
+        status: FactStatus::Active,
+        supersedes: vec![],
+        superseded_by: None,
+        origin: "new".into(),
+        vector: vec![0.8, -0.6],
+    };
+    let pending = DistillMeta { next_episode: 1, next_fact: 1, next_job: 2, pending: vec![1, 2, 3, 4] };
+    let mut old = fact(2, 2, vec![3]);
+    old.status = FactStatus::Superseded;
+    old.superseded_by = Some(3);
+    let mut new = fact(3, 2, vec![3, 4]);
+    new.supersedes = vec![2];
+    new.origin = "merge".into();
+    vec![
+        WriteBatch {
+            meta: Some(meta),
+            sessions: vec![session("a"), session("b")],
+            turns: vec![turn(1, "a"), turn(2, "a"), turn(3, "b"), turn(4, "b")],
+            distill: DistillWrite {
+                meta: Some(pending),
+                jobs: vec![job(1, JobKind::Segment { session: "a".into(), last: true })],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        WriteBatch {
+            distill: DistillWrite {
+                meta: Some(DistillMeta { next_episode: 3, next_fact: 4, next_job: 3, pending: vec![] }),
+                episodes: vec![episode(1, vec![1, 2]), episode(2, vec![3, 4])],
+                facts: vec![fact(1, 1, vec![1]), old, new],
+                jobs: vec![job(2, JobKind::Distill { items: vec![DistillItem { episode: 2, turn_ids: vec![4] }] })],
+                delete_jobs: vec![1],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    ]
+}
+
+#[wasm_bindgen_test]
+async fn distillation_and_deletions_persist_as_in_memstore() {
+    let _ = IdbStore::delete("t-distill").await;
+    let store = IdbStore::open("t-distill").await.expect("open");
+    let reference = MemStore::new();
+    for batch in distill_batches() {
+        store.write(batch.clone()).await.expect("idb write");
+        reference.write(batch).await.expect("mem write");
+    }
+    let loaded = store.load().await.expect("load");
+    assert_eq!(loaded, reference.load().await.unwrap());
+    assert_eq!(loaded.distill.episodes.len(), 2);
+    assert_eq!(loaded.distill.facts[2].supersedes, vec![2]);
+    assert_eq!(loaded.distill.episodes[0].vector, vec![0.6, 0.8], "vectors round-trip as packed bytes");
+
+    // Forgetting session "b" through the state's cascade: one batch deletes turns, the session, its episode and
+    // facts and the job, and updates the distill meta.
+    let state = DistillState::from_records(loaded.distill.clone());
+    let forget = WriteBatch {
+        delete_turns: vec![3, 4],
+        delete_sessions: vec!["b".into()],
+        distill: state.forget_turns(&[3, 4].into_iter().collect()),
+        ..Default::default()
+    };
+    assert!(!forget.distill.delete_episodes.is_empty() && !forget.distill.delete_facts.is_empty());
+    store.write(forget.clone()).await.expect("idb forget");
+    reference.write(forget).await.expect("mem forget");
+    store.close();
+    let store = IdbStore::open("t-distill").await.expect("reopen");
+    let after = store.load().await.expect("load after forget");
+    assert_eq!(after, reference.load().await.unwrap());
+    assert_eq!(after.sessions.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), vec!["a"]);
+    assert_eq!(after.turns.iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(after.distill.episodes.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(after.distill.facts.iter().map(|f| f.id).collect::<Vec<_>>(), vec![1]);
+    assert!(after.distill.jobs.is_empty());
+
+    // A batch the store refuses (a damaged vector) leaves nothing half-written: the turn queued before the unit
+    // is not stored either.
+    let bad = WriteBatch {
+        turns: vec![turn(7, "a")],
+        delete_turns: vec![1],
+        units: vec![StoredUnit {
+            unit: Unit { id: 9, session: "a".into(), turn_ids: vec![] },
+            vectors: Rows::F32(vec![1.0; 3]),
+        }],
+        ..Default::default()
+    };
+    store.write(bad).await.expect_err("a damaged vector");
+    assert_eq!(store.load().await.unwrap(), after);
+    store.close();
+    IdbStore::delete("t-distill").await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn a_schema_2_database_gains_the_distillation_stores() {
+    let _ = IdbStore::delete("t-v2").await;
+    // Schema 2, as loci wrote it before distillation: five stores, vectors in chunks.
+    let create = Function::new_no_args(
+        r#"return new Promise((ok, err) => {
+          const r = indexedDB.open("loci:t-v2", 2);
+          r.onupgradeneeded = () => {
+            const db = r.result;
+            db.createObjectStore("meta");
+            db.createObjectStore("vectors");
+            for (const s of ["sessions", "turns", "units"]) db.createObjectStore(s, { keyPath: "id" });
+          };
+          r.onsuccess = () => {
+            const db = r.result;
+            const tx = db.transaction(["meta", "sessions", "turns"], "readwrite");
+            tx.objectStore("meta").put({ schema: 2, model: "m", dim: 2, unit_mode: "pair", next_turn: 2, next_unit: 1 }, "meta");
+            tx.objectStore("sessions").put({ id: "s1", firstTime: 1, lastTime: 1, turnCount: 1 });
+            tx.objectStore("turns").put({ id: 1, session: "s1", seq: 0, speaker: "Maya", text: "hi", time: 1, ingested: 1 });
+            tx.oncomplete = () => { db.close(); ok(); };
+            tx.onerror = () => err(tx.error);
+          };
+          r.onerror = () => err(r.error);
+        })"#,
+    );
+    let promise: js_sys::Promise = create.call0(&JsValue::NULL).unwrap().into();
+    wasm_bindgen_futures::JsFuture::from(promise).await.expect("create a schema-2 database");
+
+    let store = IdbStore::open("t-v2").await.expect("open");
+    let first = store.load().await.expect("load schema 2");
+    assert_eq!(first.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
+    assert_eq!(first.turns.len(), 1);
+    assert_eq!(first.distill, Default::default());
+    let mut batches = distill_batches();
+    batches[0].meta = None;
+    for b in batches {
+        store.write(b).await.expect("distillation writes into the new stores");
+    }
+    let again = store.load().await.expect("load migrated");
+    assert_eq!(again.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
+    assert_eq!(again.distill.episodes.len(), 2);
+    store.close();
+    IdbStore::delete("t-v2").await.expect("delete");
 }

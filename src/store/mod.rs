@@ -21,7 +21,8 @@ use crate::types::{Session, Turn, Unit, UnitMode};
 
 /// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
 /// 2: vectors as int8 in chunk records of [`VECTOR_CHUNK`] units (IndexedDB), no longer inside unit records.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: distillation persisted (IndexedDB stores `episodes`, `facts`, `jobs`, and a `distill` record in `meta`).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Units per vector chunk record: unit `id` lives in chunk `id / VECTOR_CHUNK`, so open reads about
 /// `units / VECTOR_CHUNK` records of vectors, and a write rewrites only the chunks it touches.
