@@ -1,6 +1,11 @@
-//! Web bindings: the JavaScript API (`Memory.open`, `addMessages`, `recall`, `stats`, `close`). A thin layer:
-//! it parses JS values into typed Rust (a wrong type is a typed error, never a panic), fetches assets, and hands
-//! everything to [`crate::memory::Memory`]. Errors reach JS as `Error`s with a stable `code`.
+//! Web bindings: the JavaScript API (`Memory.open`, `addMessages`, `recall`, `stats`, `close`, and distillation:
+//! `flush`, `episodes`, `facts`, `history`, `retryParked`, `forget`). A thin layer: it parses JS values into typed
+//! Rust (a wrong type is a typed error, never a panic), fetches assets, and hands everything to
+//! [`crate::memory::Memory`]. Errors reach JS as `Error`s with a stable `code`.
+//!
+//! Which recall `recall()` and `answer()` run: the distilled one (sessions + episodes + facts, no pruning) when
+//! `sources` is given, or when the memory was opened with `distill` and no `prune` is asked; otherwise the sessions
+//! recall (pruned when asked; `answer` prunes with the LLM by default). `sources` and `prune` together are refused.
 
 use std::rc::Rc;
 
@@ -13,14 +18,16 @@ use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
 use std::cell::RefCell;
 
+use crate::distill::DistillConfig;
+use crate::assets;
 use crate::embed::{self, Device, EmbedConfig, Embedder, OnnxRuntime, OrtDist, WebBuild};
 use crate::error::Error;
 use crate::llm::callback::CallbackLlm;
 use crate::llm::fetch::FetchTransport;
 use crate::llm::openai::{OpenAiClient, OpenAiConfig};
 use crate::llm::{AbortSignal, Llm};
-use crate::memory::{AnswerOptions, PruneOptions};
 use crate::memory::{self, MemoryConfig, RecallOptions};
+use crate::memory::{AnswerOptions, DistillProgress, DistilledRecallOptions, FlushReport, PruneOptions};
 use crate::recall::prune::PruneMode;
 use crate::recall::RecallMethod;
 use crate::store::idb::IdbStore;
@@ -84,6 +91,89 @@ struct OpenOptions {
     session_gap_minutes: Option<f64>,
 }
 
+/// `distill` of `Memory.open` (`true` takes every default).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DistillOptions {
+    window: Option<usize>,
+    merge_candidates: Option<usize>,
+    predict_facts: Option<usize>,
+    consolidate_candidates: Option<usize>,
+    max_attempts: Option<u32>,
+    backoff_ms: Option<f64>,
+    max_backoff_ms: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+const DISTILL_KEYS: [&str; 8] = [
+    "window",
+    "mergeCandidates",
+    "predictFacts",
+    "consolidateCandidates",
+    "maxAttempts",
+    "backoffMs",
+    "maxBackoffMs",
+    "maxTokens",
+];
+
+/// `undefined`, `null` or `false`: off; `true`: the defaults; an object: the defaults with these changes.
+fn parse_distill(v: &JsValue) -> Result<Option<DistillConfig>, Error> {
+    if v.is_undefined() || v.is_null() || v.as_bool() == Some(false) {
+        return Ok(None);
+    }
+    if v.as_bool() == Some(true) {
+        return Ok(Some(DistillConfig::default()));
+    }
+    check_keys(v, &DISTILL_KEYS, "distill options")?;
+    let o: DistillOptions = from_js(v.clone(), "distill options")?;
+    let mut c = DistillConfig::default();
+    if let Some(w) = o.window {
+        if !(2..=200).contains(&w) {
+            return Err(Error::invalid("`distill.window` must be between 2 and 200 turns"));
+        }
+        c.window = w;
+    }
+    if let Some(n) = o.merge_candidates {
+        c.merge_candidates = n;
+    }
+    if let Some(n) = o.predict_facts {
+        c.predict_facts = n;
+    }
+    if let Some(n) = o.consolidate_candidates {
+        c.consolidate_candidates = n;
+    }
+    if let Some(n) = o.max_attempts {
+        if n == 0 {
+            return Err(Error::invalid("`distill.maxAttempts` must be at least 1"));
+        }
+        c.max_attempts = n;
+    }
+    for (value, field, name) in
+        [(o.backoff_ms, &mut c.backoff_ms, "backoffMs"), (o.max_backoff_ms, &mut c.max_backoff_ms, "maxBackoffMs")]
+    {
+        if let Some(ms) = value {
+            if !(ms.is_finite() && ms >= 0.0) {
+                return Err(Error::invalid(format!("`distill.{name}` must be a non-negative number")));
+            }
+            *field = ms;
+        }
+    }
+    if o.max_tokens.is_some() {
+        c.max_tokens = o.max_tokens;
+    }
+    Ok(Some(c))
+}
+
+/// `sources` of `recall` and `answer`: which distilled memory to combine, and how many of each.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SourcesOptions {
+    sessions: Option<bool>,
+    episodes: Option<usize>,
+    facts: Option<usize>,
+    raw_episodes: Option<usize>,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EmbedderOptions {
@@ -96,6 +186,16 @@ struct EmbedderOptions {
     device: Option<DeviceChoice>,
     max_tokens: Option<usize>,
     batch_size: Option<usize>,
+    /// Expected SHA-256 of the model (default: the int8 all-MiniLM-L6-v2); `null` skips the check.
+    #[serde(default, deserialize_with = "nullable")]
+    model_sha256: Option<Option<String>>,
+    /// Keep the model and tokenizer in Cache Storage (default true).
+    cache: Option<bool>,
+}
+
+/// Distinguishes an absent option (`None`) from an explicit `null` (`Some(None)`).
+fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -126,10 +226,11 @@ struct JsRecallOptions {
     budget: Option<f32>,
     question_time: Option<TimeInput>,
     max_tokens: Option<u32>,
+    sources: Option<serde_json::Value>,
 }
 
-const RECALL_KEYS: [&str; 9] =
-    ["k", "unitsPerSession", "order", "method", "prune", "budget", "questionTime", "maxTokens", "signal"];
+const RECALL_KEYS: [&str; 10] =
+    ["k", "unitsPerSession", "order", "method", "prune", "budget", "questionTime", "maxTokens", "signal", "sources"];
 
 impl JsRecallOptions {
     fn parse(options: &JsValue, what: &str) -> Result<Self, Error> {
@@ -137,9 +238,45 @@ impl JsRecallOptions {
         if options.is_undefined() || options.is_null() {
             return Ok(Self::default());
         }
+        let sources = Reflect::get(options, &"sources".into()).unwrap_or(JsValue::UNDEFINED);
+        check_keys(&sources, &["sessions", "episodes", "facts", "rawEpisodes"], "sources")?;
         let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
         let _ = Reflect::delete_property(&data, &"signal".into());
         from_js(data.into(), what)
+    }
+
+    /// The distilled recall's options when it is the one to run (see the module docs), else `None`.
+    fn distilled(&self, distill_on: bool) -> Result<Option<DistilledRecallOptions>, Error> {
+        let sources = match &self.sources {
+            Some(serde_json::Value::Null) | None => {
+                if !distill_on || self.prune.is_some() {
+                    return Ok(None);
+                }
+                SourcesOptions::default()
+            }
+            Some(v) => {
+                if self.prune.is_some() {
+                    return Err(Error::invalid(
+                        "`prune` applies to the sessions recall; distilled `sources` are not pruned (pass one or the other)",
+                    ));
+                }
+                serde_json::from_value(v.clone()).map_err(|e| Error::invalid(format!("sources: {e}")))?
+            }
+        };
+        let mut d = DistilledRecallOptions { recall: self.recall_options()?, ..Default::default() };
+        if let Some(s) = sources.sessions {
+            d.sessions = s;
+        }
+        if let Some(n) = sources.episodes {
+            d.episodes = n;
+        }
+        if let Some(n) = sources.facts {
+            d.facts = n;
+        }
+        if let Some(n) = sources.raw_episodes {
+            d.raw_episodes = n;
+        }
+        Ok(Some(d))
     }
 
     fn recall_options(&self) -> Result<RecallOptions, Error> {
@@ -208,7 +345,11 @@ fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm
     if let Some(f) = v.dyn_ref::<Function>() {
         return Ok(Some(Rc::new(CallbackLlm::new(f.clone()).with_tokenizer(tokenizer.clone()))));
     }
-    check_keys(v, &["baseUrl", "apiKey", "model", "headers", "timeoutMs", "maxConcurrency", "maxRetries"], "llm options")?;
+    check_keys(
+        v,
+        &["baseUrl", "apiKey", "model", "headers", "timeoutMs", "maxConcurrency", "maxRetries"],
+        "llm options",
+    )?;
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct LlmOptions {
@@ -246,31 +387,35 @@ fn absolute_url(url: &str) -> Result<String, Error> {
         .map_err(|_| Error::invalid(format!("{url:?} is not a valid URL")))
 }
 
-async fn fetch_bytes(url: &str) -> Result<Vec<u8>, Error> {
-    let window = web_sys::window().ok_or_else(|| Error::Asset("no window".into()))?;
-    let resp = JsFuture::from(window.fetch_with_str(url))
-        .await
-        .map_err(|e| Error::Asset(format!("fetching {url}: {e:?}")))?;
-    let resp: web_sys::Response = resp.dyn_into().map_err(|_| Error::Asset(format!("fetching {url}")))?;
-    if !resp.ok() {
-        return Err(Error::Asset(format!("fetching {url}: HTTP {}", resp.status())));
-    }
-    let buf = JsFuture::from(resp.array_buffer().map_err(|e| Error::Asset(format!("{url}: {e:?}")))?)
-        .await
-        .map_err(|e| Error::Asset(format!("reading {url}: {e:?}")))?;
-    Ok(js_sys::Uint8Array::new(&buf).to_vec())
+fn progress(callback: &Option<Function>, phase: &str, detail: Option<&str>) {
+    progress_with(callback, phase, detail, &[]);
 }
 
-fn progress(callback: &Option<Function>, phase: &str, detail: Option<&str>) {
+/// Calls `onProgress({ phase, detail?, ...numbers })`.
+fn progress_with(callback: &Option<Function>, phase: &str, detail: Option<&str>, numbers: &[(&str, f64)]) {
     if let Some(f) = callback {
         let event = js_sys::Object::new();
         let _ = Reflect::set(&event, &"phase".into(), &phase.into());
         if let Some(d) = detail {
             let _ = Reflect::set(&event, &"detail".into(), &d.into());
         }
+        for (k, v) in numbers {
+            let _ = Reflect::set(&event, &(*k).into(), &JsValue::from_f64(*v));
+        }
         // A throwing progress callback is the app's bug, not a reason to fail the open.
         let _ = f.call1(&JsValue::NULL, &event);
     }
+}
+
+fn report_asset(on_progress: &Option<Function>, phase: &str, url: &str, loaded: f64, total: Option<f64>, cached: bool) {
+    let mut numbers = vec![("loaded", loaded)];
+    if let Some(t) = total {
+        numbers.push(("total", t));
+    }
+    if cached {
+        numbers.push(("cached", 1.0));
+    }
+    progress_with(on_progress, phase, Some(url), &numbers);
 }
 
 /// Whether a WebGPU adapter exists that is not a software fallback.
@@ -391,6 +536,10 @@ pub struct Memory {
     release_lock: Function,
     llm: Rc<RefCell<Option<Rc<dyn Llm>>>>,
     tokenizer: Rc<WordPiece>,
+    /// The open's `onProgress`, also told about distillation jobs (`phase: "distill"`).
+    on_progress: Option<Function>,
+    /// Whether the memory was opened with `distill` (routes recall and answer, see the module docs).
+    distill: bool,
 }
 
 async fn open_inner(options: JsValue) -> Result<Memory, Error> {
@@ -405,19 +554,21 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     // `onProgress` is a function, not data: read above, removed from a copy before the typed parse.
     check_keys(
         &options,
-        &["name", "embedder", "unitMode", "maxMessageChars", "sessionGapMinutes", "onProgress", "llm"],
+        &["name", "embedder", "unitMode", "maxMessageChars", "sessionGapMinutes", "onProgress", "llm", "distill"],
         "Memory.open options",
     )?;
     let llm_option = Reflect::get(&options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
+    let distill = parse_distill(&Reflect::get(&options, &"distill".into()).unwrap_or(JsValue::UNDEFINED))?;
     let embedder = Reflect::get(&options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
     check_keys(
         &embedder,
-        &["modelUrl", "tokenizerUrl", "ortUrl", "ortWrapperExt", "device", "maxTokens", "batchSize"],
+        &["modelUrl", "tokenizerUrl", "ortUrl", "ortWrapperExt", "device", "maxTokens", "batchSize", "modelSha256", "cache"],
         "embedder options",
     )?;
     let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
     let _ = Reflect::delete_property(&data, &"onProgress".into());
     let _ = Reflect::delete_property(&data, &"llm".into());
+    let _ = Reflect::delete_property(&data, &"distill".into());
     let opts: OpenOptions = from_js(data.into(), "Memory.open options")?;
     if opts.name.trim().is_empty() || opts.name.len() > 200 {
         return Err(Error::invalid("`name` must be a non-empty string of at most 200 characters"));
@@ -430,7 +581,7 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     if let Some(b) = e.batch_size {
         embed_config.batch_size = b;
     }
-    let mut config = MemoryConfig { embed: embed_config, ..Default::default() };
+    let mut config = MemoryConfig { embed: embed_config, distill, ..Default::default() };
     if let Some(m) = opts.unit_mode {
         config.unit_mode = m;
     }
@@ -459,6 +610,7 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     let dist = OrtDist { base_url: ort_url, wrapper_ext };
 
     let release_lock = lock_memory(&opts.name).await?;
+    let progress_callback = on_progress.clone();
     match load_memory(&opts, config, dist, &model_url, &tokenizer_url, &on_progress).await {
         Ok((core, device_reason)) => {
             let tokenizer = Rc::new(core.tokenizer().clone());
@@ -477,6 +629,8 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                 release_lock,
                 llm: Rc::new(RefCell::new(llm)),
                 tokenizer,
+                on_progress: progress_callback,
+                distill: distill.is_some(),
             })
         }
         Err(e) => {
@@ -496,12 +650,26 @@ async fn load_memory(
 ) -> Result<(Core, String), Error> {
     let e = &opts.embedder;
     progress(on_progress, "tokenizer", Some(tokenizer_url));
-    let tokenizer_bytes = fetch_bytes(tokenizer_url).await?;
+    let use_cache = e.cache.unwrap_or(true);
+    let tokenizer_bytes = assets::load(
+        &assets::AssetRequest { url: tokenizer_url, sha256: None, cache: use_cache },
+        &|loaded, total, cached| report_asset(on_progress, "tokenizer", tokenizer_url, loaded, total, cached),
+    )
+    .await?;
     let tokenizer_json =
         String::from_utf8(tokenizer_bytes).map_err(|_| Error::Asset("tokenizer.json is not UTF-8".into()))?;
     let tokenizer = WordPiece::from_tokenizer_json(&tokenizer_json)?;
     progress(on_progress, "model", Some(model_url));
-    let model = fetch_bytes(model_url).await?;
+    let model_sha = match &e.model_sha256 {
+        None => Some(embed::MODEL_SHA256.to_string()),
+        Some(None) => None,
+        Some(Some(h)) => Some(h.to_lowercase()),
+    };
+    let model = assets::load(
+        &assets::AssetRequest { url: model_url, sha256: model_sha.as_deref(), cache: use_cache },
+        &|loaded, total, cached| report_asset(on_progress, "model", model_url, loaded, total, cached),
+    )
+    .await?;
     progress(on_progress, "runtime", None);
     let probe_ids: Vec<Vec<u32>> = ["The quick brown fox jumps over the lazy dog.", "Where did we go hiking in May?"]
         .iter()
@@ -521,6 +689,74 @@ async fn load_memory(
     let core = memory::Memory::open(store, embedder, config).await?;
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))
+}
+
+/// Tells `onProgress` about one distillation job: `{ phase: "distill", job, ok, jobsLeft, pendingTurns, episodes,
+/// facts }`.
+fn distill_progress(callback: &Option<Function>, p: &DistillProgress) {
+    let Some(f) = callback else { return };
+    let Ok(event) = to_js(p) else { return };
+    let _ = Reflect::set(&event, &"phase".into(), &"distill".into());
+    let _ = f.call1(&JsValue::NULL, &event);
+}
+
+/// Resolves after `ms` milliseconds (the global `setTimeout`: works in pages and workers).
+async fn sleep(ms: f64) -> Result<(), Error> {
+    let set_timeout = Reflect::get(&js_sys::global(), &"setTimeout".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<Function>().ok())
+        .ok_or_else(|| Error::invalid("no setTimeout in this context"))?;
+    let ms = ms.clamp(0.0, 2_147_483_647.0);
+    let promise = Promise::new(&mut |resolve, _reject| {
+        let _ = set_timeout.call2(&JsValue::NULL, &resolve, &JsValue::from(ms));
+    });
+    let _ = JsFuture::from(promise).await;
+    Ok(())
+}
+
+/// Encodes items that carry a `vector` (episodes, facts, scored ones) without it: vectors stay inside loci.
+fn to_js_without_vectors<T: serde::Serialize>(v: &T, what: &str) -> Result<JsValue, Error> {
+    let out = to_js(v).map_err(|_| Error::invalid(format!("encoding {what}")))?;
+    strip_vectors(&out);
+    Ok(out)
+}
+
+fn strip_vectors(v: &JsValue) {
+    if let Some(a) = v.dyn_ref::<js_sys::Array>() {
+        a.for_each(&mut |x, _, _| strip_vectors(&x));
+    } else if v.is_object() {
+        let _ = Reflect::delete_property(v.unchecked_ref::<js_sys::Object>(), &"vector".into());
+        for field in ["episodes", "facts"] {
+            if let Ok(inner) = Reflect::get(v, &field.into()) {
+                if js_sys::Array::is_array(&inner) {
+                    strip_vectors(&inner);
+                }
+            }
+        }
+    }
+}
+
+/// A non-negative integer id from JS (fact and episode ids are numbers).
+fn id_from_js(v: &JsValue, what: &str) -> Result<u64, Error> {
+    match v.as_f64() {
+        Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= 9_007_199_254_740_991.0 => Ok(x as u64),
+        _ => Err(Error::invalid(format!("`{what}` must be a non-negative integer id"))),
+    }
+}
+
+/// What `flush()` resolves to: the totals of every round it ran.
+#[derive(serde::Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct JsFlushReport {
+    jobs_run: usize,
+    failures: usize,
+    parked: usize,
+    /// Unparked jobs left (0 unless the memory was closed, or jobs were queued during the last round).
+    jobs_left: usize,
+    /// Jobs parked in the queue after this flush (all of them, also from earlier flushes).
+    parked_total: usize,
+    /// Time spent waiting out retry backoffs.
+    waited_ms: f64,
 }
 
 fn spawn<F>(fut: F) -> Promise
@@ -568,7 +804,9 @@ impl Memory {
         let inner = self.inner.clone();
         spawn(async move {
             if !js_sys::Array::is_array(&messages) {
-                return Err(Error::invalid("`messages` must be an array of { role | speaker, content, time?, caption? }"));
+                return Err(Error::invalid(
+                    "`messages` must be an array of { role | speaker, content, time?, caption? }",
+                ));
             }
             let messages: Vec<MessageInput> = from_js(messages, "messages")?;
             check_keys(&options, &["session"], "addMessages options")?;
@@ -587,6 +825,8 @@ impl Memory {
     /// Ranks past sessions for `query` (default method: hybrid dense + lexical; `method: "tir"` is the papers'
     /// Turn Isolation Retrieval) and returns the top `k` with their evidence and a rendered context, optionally
     /// pruned: `prune: "extractive"` (no LLM) or `"llm"` (query-driven pruning by the configured LLM).
+    /// With `sources`, or on a memory opened with `distill` and no `prune`: sessions, episodes and facts together
+    /// (a `DistilledRecallResult`: a `RecallResult` with `episodes` and `facts`).
     #[wasm_bindgen(unchecked_return_type = "Promise<RecallResult>")]
     pub fn recall(
         &self,
@@ -595,13 +835,22 @@ impl Memory {
     ) -> Promise {
         let inner = self.inner.clone();
         let llm = self.llm.borrow().clone();
+        let distill_on = self.distill;
         spawn(async move {
             let query = query.as_string().ok_or_else(|| Error::invalid("the query must be a string"))?;
             let opts = JsRecallOptions::parse(&options, "recall options")?;
             let ro = opts.recall_options()?;
+            let distilled = opts.distilled(distill_on)?;
             let signal = abort_signal(&options)?;
             let mut guard = inner.lock().await;
             let core = guard.as_mut().ok_or(Error::Closed)?;
+            if let Some(sources) = distilled {
+                let result = core.recall_distilled(&query, sources).await?;
+                let out = to_js_without_vectors(&result, "the result")?;
+                let device = to_js(&core.device()).map_err(|_| Error::invalid("encoding the result"))?;
+                let _ = Reflect::set(&out, &"device".into(), &device);
+                return Ok(out);
+            }
             if opts.prune.is_none() {
                 let result = core.recall(&query, ro).await?;
                 return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
@@ -613,7 +862,8 @@ impl Memory {
     }
 
     /// Answers `question` from memory with the configured LLM: recall, prune (default: the LLM keeps only the
-    /// evidence), generate. Returns the answer, the evidence it used and the calls and tokens spent.
+    /// evidence), generate. Returns the answer, the evidence it used and the calls and tokens spent. With
+    /// `sources`, or on a memory opened with `distill` and no `prune`: over sessions, episodes and facts, unpruned.
     #[wasm_bindgen(unchecked_return_type = "Promise<AnswerResult>")]
     pub fn answer(
         &self,
@@ -622,12 +872,14 @@ impl Memory {
     ) -> Promise {
         let inner = self.inner.clone();
         let llm = self.llm.borrow().clone();
+        let distill_on = self.distill;
         spawn(async move {
             let question = question.as_string().ok_or_else(|| Error::invalid("the question must be a string"))?;
             let llm = llm.ok_or_else(|| {
                 Error::LlmUnavailable("answer() needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
             })?;
             let opts = JsRecallOptions::parse(&options, "answer options")?;
+            let distilled = opts.distilled(distill_on)?;
             let defaults = AnswerOptions::default();
             let answer_options = AnswerOptions {
                 recall: opts.recall_options()?,
@@ -636,7 +888,12 @@ impl Memory {
             };
             let mut guard = inner.lock().await;
             let core = guard.as_mut().ok_or(Error::Closed)?;
-            let result = core.answer(&question, &answer_options, &*llm, js_sys::Date::now()).await?;
+            let result = match distilled {
+                Some(sources) => {
+                    core.answer_distilled(&question, sources, &answer_options, &*llm, js_sys::Date::now()).await?
+                }
+                None => core.answer(&question, &answer_options, &*llm, js_sys::Date::now()).await?,
+            };
             to_js(&result).map_err(|_| Error::invalid("encoding the answer"))
         })
     }
@@ -644,7 +901,10 @@ impl Memory {
     /// Sets (or, with `null`, removes) the LLM: an OpenAI-compatible endpoint `{ baseUrl, apiKey?, model, … }` or an
     /// async function. The key is kept in memory only.
     #[wasm_bindgen(js_name = setLlm)]
-    pub fn set_llm(&self, #[wasm_bindgen(unchecked_param_type = "LlmOptions | LlmCallback | null")] llm: JsValue) -> Result<(), JsValue> {
+    pub fn set_llm(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "LlmOptions | LlmCallback | null")] llm: JsValue,
+    ) -> Result<(), JsValue> {
         let parsed = parse_llm(&llm, &self.tokenizer).map_err(js_error)?;
         *self.llm.borrow_mut() = parsed;
         Ok(())
@@ -714,6 +974,159 @@ impl Memory {
             let core = guard.as_mut().ok_or(Error::Closed)?;
             let report = core.import(&doc, js_sys::Date::now(), |_, _| {}).await?;
             to_js(&report).map_err(|_| Error::invalid("encoding the report"))
+        })
+    }
+
+    /// Runs the pending distillation with the configured LLM until the queue is empty or holds only parked jobs:
+    /// every session's buffered turns are segmented, then jobs run one at a time; after a failure it waits out the
+    /// job's backoff (a timer; other calls proceed meanwhile) and goes on. Each job is reported to the open's
+    /// `onProgress` as `{ phase: "distill", … }`. Needs `distill` at open and an LLM (else `LLM_UNAVAILABLE`).
+    #[wasm_bindgen(unchecked_return_type = "Promise<FlushReport>")]
+    pub fn flush(&self) -> Promise {
+        let inner = self.inner.clone();
+        let llm = self.llm.borrow().clone();
+        let on_progress = self.on_progress.clone();
+        let distill_on = self.distill;
+        spawn(async move {
+            if !distill_on {
+                return Err(Error::invalid("distillation is off: open the memory with `distill: true` (or options)"));
+            }
+            let llm = llm.ok_or_else(|| {
+                Error::LlmUnavailable("flush() needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
+            })?;
+            let mut total = JsFlushReport::default();
+            let mut first = true;
+            loop {
+                let (report, parked_total): (FlushReport, usize) = {
+                    let mut guard = inner.lock().await;
+                    let core = guard.as_mut().ok_or(Error::Closed)?;
+                    let mut tell = |p: &DistillProgress| distill_progress(&on_progress, p);
+                    let now = js_sys::Date::now();
+                    let report = if first {
+                        core.flush(&*llm, now, &mut tell).await?
+                    } else {
+                        core.run_jobs(&*llm, now, &mut tell).await?
+                    };
+                    (report, core.distill_stats().parked.len())
+                };
+                first = false;
+                total.jobs_run += report.jobs_run;
+                total.failures += report.failures;
+                total.parked += report.parked;
+                total.jobs_left = report.jobs_left;
+                total.parked_total = parked_total;
+                match report.next_try {
+                    // The lock is released while waiting: recall, addMessages and close go on meanwhile.
+                    Some(t) => {
+                        let wait = (t - js_sys::Date::now()).max(0.0);
+                        total.waited_ms += wait;
+                        sleep(wait).await?;
+                    }
+                    None => break,
+                }
+            }
+            to_js(&total).map_err(|_| Error::invalid("encoding the flush report"))
+        })
+    }
+
+    /// Episodes, oldest first, with the ids of their turns (and of the episodes merged into them).
+    #[wasm_bindgen(unchecked_return_type = "Promise<Episode[]>")]
+    pub fn episodes(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            to_js_without_vectors(&core.episodes(), "episodes")
+        })
+    }
+
+    /// Facts in id order with their provenance; superseded ones too with `{ includeSuperseded: true }`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Fact[]>")]
+    pub fn facts(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "FactsOptions | undefined")] options: JsValue,
+    ) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            check_keys(&options, &["includeSuperseded"], "facts options")?;
+            let all = if options.is_undefined() || options.is_null() {
+                JsValue::UNDEFINED
+            } else {
+                Reflect::get(&options, &"includeSuperseded".into()).unwrap_or(JsValue::UNDEFINED)
+            };
+            let include_superseded = match all.as_bool() {
+                Some(b) => b,
+                None if all.is_undefined() => false,
+                None => return Err(Error::invalid("`includeSuperseded` must be a boolean")),
+            };
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            to_js_without_vectors(&core.facts(include_superseded), "facts")
+        })
+    }
+
+    /// A fact's chain of versions, oldest first: the facts it superseded and those that superseded it.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Fact[]>")]
+    pub fn history(&self, #[wasm_bindgen(unchecked_param_type = "number")] fact_id: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let id = id_from_js(&fact_id, "factId")?;
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let chain = core.history(id);
+            if chain.is_empty() {
+                return Err(Error::NotFound(format!("fact {id}")));
+            }
+            to_js_without_vectors(&chain, "the history")
+        })
+    }
+
+    /// Gives parked jobs another chance (e.g. after fixing the endpoint); resolves to how many. Run `flush()` next.
+    #[wasm_bindgen(js_name = retryParked, unchecked_return_type = "Promise<number>")]
+    pub fn retry_parked(&self) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let n = core.retry_parked(js_sys::Date::now()).await?;
+            Ok(JsValue::from(n as u32))
+        })
+    }
+
+    /// Forgets one thing, durably: `{ fact: id }`, `{ episode: id }` (and the facts distilled only from it; its
+    /// turns stay), `{ session: id }` (its turns and what was distilled only from them) or `{ all: true }`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn forget(&self, #[wasm_bindgen(unchecked_param_type = "ForgetTarget")] target: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            check_keys(&target, &["fact", "episode", "session", "all"], "forget")?;
+            let keys = if target.is_object() {
+                js_sys::Object::keys(target.unchecked_ref::<js_sys::Object>()).length()
+            } else {
+                0
+            };
+            if keys != 1 {
+                return Err(Error::invalid(
+                    "forget takes exactly one of { fact }, { episode }, { session }, { all: true }",
+                ));
+            }
+            let field = |k: &str| Reflect::get(&target, &k.into()).unwrap_or(JsValue::UNDEFINED);
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let (fact, episode, session, all) = (field("fact"), field("episode"), field("session"), field("all"));
+            if !fact.is_undefined() {
+                core.forget_fact(id_from_js(&fact, "fact")?).await?;
+            } else if !episode.is_undefined() {
+                core.forget_episode(id_from_js(&episode, "episode")?).await?;
+            } else if !session.is_undefined() {
+                let id = session.as_string().ok_or_else(|| Error::invalid("`session` must be a string"))?;
+                core.forget_session(&id).await?;
+            } else if all.as_bool() == Some(true) {
+                core.forget_all().await?;
+            } else {
+                return Err(Error::invalid("`all` must be true"));
+            }
+            Ok(JsValue::UNDEFINED)
         })
     }
 

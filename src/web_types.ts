@@ -11,7 +11,34 @@ export interface OpenOptions {
   maxMessageChars?: number;
   /** Without an explicit session, a pause longer than this starts a new session (default 30). */
   sessionGapMinutes?: number;
-  onProgress?: (event: ProgressEvent) => void;
+  /**
+   * Nemori distillation: turns are queued (durably, with the turns) for segmentation into episodes and facts, run
+   * by `flush()` with the configured LLM. `true` takes the defaults. With it on, `recall()` and `answer()` combine
+   * sessions, episodes and facts unless `prune` is given.
+   */
+  distill?: boolean | DistillOptions;
+  /** Open phases, and one `{ phase: "distill", … }` event per distillation job run by `flush()`. */
+  onProgress?: (event: ProgressEvent | DistillProgressEvent) => void;
+}
+
+/** Distillation settings (defaults: the Nemori paper's). */
+export interface DistillOptions {
+  /** Buffered turns of a session that trigger segmentation (default 20, 2–200). */
+  window?: number;
+  /** Episodes offered as merge candidates (default 5). */
+  mergeCandidates?: number;
+  /** Facts a new episode may evoke for prediction (default 10). */
+  predictFacts?: number;
+  /** Nearest facts a new fact is consolidated against (default 5). */
+  consolidateCandidates?: number;
+  /** Failures before a job is parked (default 5). */
+  maxAttempts?: number;
+  /** First retry delay after a failure, doubling per attempt (default 2,000). */
+  backoffMs?: number;
+  /** Longest retry delay (default 300,000). */
+  maxBackoffMs?: number;
+  /** Output cap per distillation call (default 4,000). */
+  maxTokens?: number;
 }
 
 /** Where the model assets are (defaults: a self-hosted layout relative to the page). */
@@ -62,6 +89,18 @@ export interface ProgressEvent {
   detail?: string;
 }
 
+/** After each distillation job that `flush()` ran. */
+export interface DistillProgressEvent {
+  phase: "distill";
+  job: "segment" | "narrate" | "distill";
+  /** False: it failed and will be retried after its backoff, or was parked. */
+  ok: boolean;
+  jobsLeft: number;
+  pendingTurns: number;
+  episodes: number;
+  facts: number;
+}
+
 /** A message to remember. Other fields (OpenAI's `name`, `tool_calls`, …) are ignored. */
 export interface MessageInput {
   role?: string;
@@ -102,6 +141,23 @@ export interface RecallOptions {
   /** Output cap of the answer call. */
   maxTokens?: number;
   signal?: AbortSignal;
+  /**
+   * Distilled memory to combine (not with `prune`). Given, or on a memory opened with `distill` and no `prune`,
+   * `recall()` resolves with `episodes` and `facts` too (a `DistilledRecallResult`) and `answer()` answers from
+   * that context.
+   */
+  sources?: RecallSources;
+}
+
+export interface RecallSources {
+  /** Include the ranked sessions (default true). */
+  sessions?: boolean;
+  /** Top episodes (default 10). */
+  episodes?: number;
+  /** Top active facts (default 20). */
+  facts?: number;
+  /** Top episodes shown with their raw turns (default 2). */
+  rawEpisodes?: number;
 }
 
 export interface RecalledUnit {
@@ -151,6 +207,78 @@ export interface RecallResult {
   unprunedTokens?: number;
   kept?: KeptSession[];
   spent?: Spent;
+  /** Present for a distilled recall (`sources`, or `distill` on): see `DistilledRecallResult`. */
+  episodes?: (Episode & { score: number })[];
+  facts?: (Fact & { score: number })[];
+}
+
+/** A Nemori episode: a coherent stretch of conversation, told in the third person. */
+export interface Episode {
+  id: number;
+  title: string;
+  narrative: string;
+  /** When it happened (epoch ms). */
+  time: number;
+  start: number;
+  end: number;
+  turnIds: number[];
+  /** Episodes merged into this one. */
+  mergedFrom: number[];
+  ingested: number;
+}
+
+/** A durable statement distilled from episodes, with provenance. */
+export interface Fact {
+  id: number;
+  statement: string;
+  kind: string;
+  /** Its episode's time. */
+  time: number;
+  ingested: number;
+  episodeIds: number[];
+  turnIds: number[];
+  status: "active" | "superseded";
+  supersedes: number[];
+  supersededBy?: number | null;
+  origin: "new" | "merge" | "conflict" | string;
+}
+
+/** `recall()` over sessions, episodes and facts (a `RecallResult` with `episodes` and `facts`). */
+export interface DistilledRecallResult extends RecallResult {
+  episodes: (Episode & { score: number })[];
+  facts: (Fact & { score: number })[];
+  /** Facts, then episodes (the top ones with their raw turns), then sessions, each with its time. */
+  context: string;
+}
+
+export interface FactsOptions {
+  includeSuperseded?: boolean;
+}
+
+export type ForgetTarget = { fact: number } | { episode: number } | { session: string } | { all: true };
+
+/** What `flush()` did, summed over its rounds. */
+export interface FlushReport {
+  jobsRun: number;
+  failures: number;
+  /** Jobs this flush parked. */
+  parked: number;
+  /** Unparked jobs left (queued while it ran). */
+  jobsLeft: number;
+  /** Parked jobs in the queue now (see `stats().distill.parked`, `retryParked()`). */
+  parkedTotal: number;
+  /** Time spent waiting out retry backoffs. */
+  waitedMs: number;
+}
+
+export interface DistillStats {
+  enabled: boolean;
+  pendingTurns: number;
+  jobs: number;
+  parked: { id: number; kind: "segment" | "narrate" | "distill"; attempts: number; lastError?: string | null }[];
+  episodes: number;
+  factsActive: number;
+  factsSuperseded: number;
 }
 
 export interface AnswerResult {
@@ -184,7 +312,17 @@ export interface Stats {
   device: "wasm" | "webgpu" | "cpu";
   unitMode: "pair" | "single";
   vectorBytes: number;
-  llm: { prune: PhaseCounters; answer: PhaseCounters };
+  llm: {
+    prune: PhaseCounters;
+    answer: PhaseCounters;
+    segment: PhaseCounters;
+    narrate: PhaseCounters;
+    merge: PhaseCounters;
+    predict: PhaseCounters;
+    distill: PhaseCounters;
+    consolidate: PhaseCounters;
+  };
+  distill: DistillStats;
   [more: string]: unknown;
 }
 

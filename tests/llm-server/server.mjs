@@ -9,6 +9,9 @@
 //   POST /__reset               empties the queue and the log.
 //   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
 //   GET  /__health              "ok".
+//   GET  /__fixture/locomo/N    the `conversation` object of LoCoMo sample N, read from ../shared/data/locomo (or
+//                               $LOCI_LOCOMO) at request time, for browser tests that cannot read files (the data
+//                               is never committed); 404 when it is not there.
 // Steps (each consumed by one request; `times: n` repeats a step n times; `delayMs` waits before answering):
 //   {reply: "text", usage?: {prompt_tokens, completion_tokens} | null}   200 with that message content
 //   {raw: "text"}            the same (for model output that is not JSON: "not json", "{\"trunc"…)
@@ -30,6 +33,12 @@
 // CORS: any origin; Authorization and Content-Type allowed; Retry-After exposed.
 
 import http from "node:http";
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const LOCOMO = process.env.LOCI_LOCOMO ??
+  resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "shared", "data", "locomo", "locomo10.json");
 
 const port = Number(process.argv.slice(2).find((a) => /^[0-9]+$/.test(a)) ?? process.env.PORT ?? 0);
 let queue = [];
@@ -253,6 +262,18 @@ const server = http.createServer(async (req, res) => {
     }
     if (req.method === "GET" && path === "/__health") return send(res, 200, "ok");
     if (req.method === "GET" && path === "/__log") return send(res, 200, log);
+    const fixture = /^\/__fixture\/locomo\/([0-9]+)$/.exec(path);
+    if (req.method === "GET" && fixture) {
+      let data;
+      try {
+        data = JSON.parse(await readFile(LOCOMO, "utf8"));
+      } catch (e) {
+        return send(res, 404, { error: { message: `${LOCOMO}: ${e.message}` } });
+      }
+      const sample = data[Number(fixture[1])];
+      if (!sample) return send(res, 404, { error: { message: `no LoCoMo sample ${fixture[1]}` } });
+      return send(res, 200, { sampleId: sample.sample_id, conversation: sample.conversation });
+    }
     if (req.method === "POST" && path === "/__reset") {
       queue = [];
       log = [];

@@ -1,0 +1,438 @@
+//! Headless Chromium: distillation through the JS API over IndexedDB, against the scripted test server (its default
+//! mode answers distillation prompts with schema-valid replies derived from each prompt). One LoCoMo conversation
+//! (served by the test server from ../shared/data/locomo, never committed; its first `SESSIONS` sessions, to keep
+//! the browser run short) is distilled without faults, then again with faults injected mid-way — 500s, garbage
+//! JSON, the memory closed and reopened with work queued — and must end in the same turns, episodes and facts, with
+//! every turn in an episode. Then forgetting cascades through JS and survives a reopen, parked jobs are retried,
+//! and recall/answer combine the distilled sources.
+#![cfg(target_arch = "wasm32")]
+
+mod browser_common;
+
+use std::collections::BTreeSet;
+
+use browser_common::*;
+use js_sys::{Array, Function, Reflect, JSON};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+/// Sessions of the conversation used (of 19): enough for several windows, merges, supersedes and a reopen.
+const SESSIONS: usize = 4;
+
+fn server() -> &'static str {
+    option_env!("LOCI_TEST_LLM_URL").expect("LOCI_TEST_LLM_URL: start tests/llm-server/server.mjs (npm test does)")
+}
+
+fn control(path: &str) -> String {
+    format!("{}/{path}", server().trim_end_matches("/v1"))
+}
+
+async fn post(url: &str, body: &str) {
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(body));
+    let resp = JsFuture::from(web_sys::window().unwrap().fetch_with_str_and_init(url, &init)).await.unwrap();
+    let resp: web_sys::Response = resp.unchecked_into();
+    JsFuture::from(resp.text().unwrap()).await.unwrap();
+}
+
+async fn reset() {
+    post(&control("__reset"), "").await;
+}
+
+async fn script(steps: &str) {
+    post(&control("__script"), steps).await;
+}
+
+/// The LLM option: the test server, one client retry so that injected 500s reach the job queue.
+fn llm() -> String {
+    format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 5000, "maxRetries": 1}}"#, server())
+}
+
+/// Open options with distillation (short backoffs so retries do not wait seconds) and a progress recorder.
+fn distill_options(name: &str, distill: &str, with_llm: bool) -> JsValue {
+    let llm = if with_llm { format!(r#", "llm": {}"#, llm()) } else { String::new() };
+    let options = open_options(name, "wasm", &format!(r#", "distill": {distill} {llm}"#));
+    let record =
+        Function::new_with_args("e", "if (e.phase === 'distill') { (globalThis.__distillEvents ||= []).push(e); }");
+    Reflect::set(&options, &"onProgress".into(), &record).unwrap();
+    options
+}
+
+const FAST: &str = r#"{"backoffMs": 20, "maxBackoffMs": 100}"#;
+
+async fn open_distill(name: &str) -> loci::web::Memory {
+    open_with(distill_options(name, FAST, true)).await.unwrap_or_else(|e| panic!("open {name}: {e:?}"))
+}
+
+fn distill_events() -> u32 {
+    Reflect::get(&js_sys::global(), &"__distillEvents".into())
+        .ok()
+        .and_then(|a| a.dyn_into::<Array>().ok())
+        .map(|a| a.length())
+        .unwrap_or(0)
+}
+
+/// One session of the conversation: its id and its messages (`speaker`, `content`, `caption`, one minute apart
+/// from the session's date).
+struct Conversation {
+    sessions: Vec<(String, JsValue)>,
+    messages: usize,
+}
+
+/// "1:56 pm on 8 May, 2023" → epoch ms.
+fn session_time(date: &str) -> f64 {
+    chrono::NaiveDateTime::parse_from_str(&date.replace("am", "AM").replace("pm", "PM"), "%I:%M %p on %d %B, %Y")
+        .unwrap_or_else(|e| panic!("{date}: {e}"))
+        .and_utc()
+        .timestamp_millis() as f64
+}
+
+async fn conversation() -> Option<Conversation> {
+    let text = match fetch_text(&control("__fixture/locomo/0")).await {
+        Ok(t) => t,
+        Err(e) => {
+            web_sys::console::log_1(&format!("SKIPPED: no LoCoMo conversation from the test server ({e})").into());
+            return None;
+        }
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("LoCoMo JSON");
+    let conv = doc["conversation"].as_object().expect("a conversation");
+    let mut numbers: Vec<u32> = conv
+        .keys()
+        .filter_map(|k| k.strip_prefix("session_").and_then(|n| n.parse().ok()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    numbers.truncate(SESSIONS);
+    let mut sessions = Vec::new();
+    let mut messages = 0;
+    for n in numbers {
+        let start = session_time(conv[&format!("session_{n}_date_time")].as_str().expect("a session date"));
+        let turns = conv[&format!("session_{n}")].as_array().expect("session turns");
+        let msgs: Vec<serde_json::Value> = turns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut m = serde_json::json!({"speaker": t["speaker"], "content": t["text"],
+                    "time": start + i as f64 * 60_000.0});
+                if let Some(c) = t["blip_caption"].as_str() {
+                    m["caption"] = c.into();
+                }
+                m
+            })
+            .collect();
+        messages += msgs.len();
+        sessions.push((format!("session_{n}"), js(&serde_json::Value::Array(msgs).to_string())));
+    }
+    Some(Conversation { sessions, messages })
+}
+
+async fn add(m: &loci::web::Memory, session: &str, messages: &JsValue) {
+    wait(m.add_messages(messages.clone(), js(&format!(r#"{{"session": "{session}"}}"#))))
+        .await
+        .unwrap_or_else(|e| panic!("addMessages {session}: {e:?}"));
+}
+
+async fn flush(m: &loci::web::Memory) -> JsValue {
+    wait(m.flush()).await.unwrap_or_else(|e| panic!("flush: {e:?}"))
+}
+
+fn json_of(v: &JsValue) -> serde_json::Value {
+    serde_json::from_str(&JSON::stringify(v).unwrap().as_string().unwrap()).unwrap()
+}
+
+/// What must match between runs: turns, episodes and facts, without ingest times (wall-clock).
+async fn state(m: &loci::web::Memory) -> serde_json::Value {
+    let mut turns = Vec::new();
+    for s in json_of(&wait(m.sessions()).await.unwrap()).as_array().unwrap() {
+        let id = s["id"].as_str().unwrap().to_string();
+        for t in json_of(&wait(m.session_turns(id)).await.unwrap()).as_array().unwrap() {
+            turns.push(serde_json::json!([t["id"], t["session"], t["speaker"], t["text"], t["time"]]));
+        }
+    }
+    let strip = |mut v: serde_json::Value| {
+        for x in v.as_array_mut().unwrap() {
+            let o = x.as_object_mut().unwrap();
+            assert!(!o.contains_key("vector"), "vectors stay inside loci");
+            o.remove("ingested");
+        }
+        v
+    };
+    let episodes = strip(json_of(&wait(m.episodes()).await.unwrap()));
+    let facts = strip(json_of(&wait(m.facts(js(r#"{"includeSuperseded": true}"#))).await.unwrap()));
+    serde_json::json!({"turns": turns, "episodes": episodes, "facts": facts})
+}
+
+async fn every_turn_in_an_episode(m: &loci::web::Memory) {
+    let s = state(m).await;
+    let all: BTreeSet<u64> = s["turns"].as_array().unwrap().iter().map(|t| t[0].as_u64().unwrap()).collect();
+    let covered: BTreeSet<u64> = s["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["turnIds"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()))
+        .collect();
+    assert_eq!(covered, all, "every turn belongs to an episode");
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(num(&stats, "distill.pendingTurns"), 0.0);
+    assert_eq!(len(&stats, "distill.parked"), 0, "no job parked");
+}
+
+#[wasm_bindgen_test]
+async fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
+    let Some(conv) = conversation().await else { return };
+    reset().await;
+
+    // Fault-free: each session added, then flushed (as a chat app would at the end of a sitting).
+    delete("t-distill-clean").await;
+    let m = open_distill("t-distill-clean").await;
+    let events_before = distill_events();
+    for (id, msgs) in &conv.sessions {
+        add(&m, id, msgs).await;
+        let report = flush(&m).await;
+        assert_eq!(num(&report, "failures"), 0.0);
+        assert_eq!(num(&report, "jobsLeft"), 0.0);
+    }
+    every_turn_in_an_episode(&m).await;
+    let clean = state(&m).await;
+    let stats = wait(m.stats()).await.unwrap();
+    let calls: f64 = ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
+        .iter()
+        .map(|p| num(&stats, &format!("llm.{p}.calls")))
+        .sum();
+    web_sys::console::log_1(
+        &format!(
+            "browser distill on {} sessions: {} messages, {} episodes, {} facts, {calls} LLM calls = {:.3} per message",
+            conv.sessions.len(),
+            conv.messages,
+            clean["episodes"].as_array().unwrap().len(),
+            clean["facts"].as_array().unwrap().len(),
+            calls / conv.messages as f64
+        )
+        .into(),
+    );
+    assert!(len(&js(&clean.to_string()), "episodes") as usize >= conv.messages / 10);
+    assert!(num(&stats, "distill.factsActive") > 0.0);
+    assert!(num(&stats, "llm.merge.calls") > 0.0, "integration was exercised");
+    assert!(distill_events() > events_before, "flush reported progress as {{ phase: \"distill\" }}");
+    wait(m.close()).await.unwrap();
+
+    // Persistence: reopened, episodes and facts are read back from IndexedDB unchanged.
+    let m = open_distill("t-distill-clean").await;
+    assert_eq!(state(&m).await, clean, "episodes and facts persist across close and reopen");
+    wait(m.close()).await.unwrap();
+
+    // With faults: a burst of 500s (more than the client retries), garbage JSON twice (more than the corrective
+    // retry), a truncated reply, bad gateways; the memory closed and reopened with work queued; all mid-way.
+    delete("t-distill-faults").await;
+    let mut m = open_distill("t-distill-faults").await;
+    let half = conv.sessions.len() / 2;
+    let mut failures = 0.0;
+    for (i, (id, msgs)) in conv.sessions.iter().enumerate() {
+        add(&m, id, msgs).await;
+        if i == half - 1 {
+            script(
+                r#"[{"status": 500, "times": 3}, {"raw": "not json"}, {"raw": "{\"groups\": [[0, 1"},
+                    {"status": 503}, {"status": 500}, {"body": "<html>bad gateway"}, {"body": "<html>bad gateway"}]"#,
+            )
+            .await;
+        }
+        if i == half {
+            // Close with the session's work queued but not run (a page reload), then reopen the same database.
+            let stats = wait(m.stats()).await.unwrap();
+            let errors: f64 = ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
+                .iter()
+                .map(|p| num(&stats, &format!("llm.{p}.errors")))
+                .sum();
+            assert!(errors >= 3.0, "failed calls counted per phase ({errors})");
+            wait(m.close()).await.unwrap();
+            m = open_distill("t-distill-faults").await;
+            let stats = wait(m.stats()).await.unwrap();
+            assert!(
+                num(&stats, "distill.jobs") > 0.0 || num(&stats, "distill.pendingTurns") > 0.0,
+                "work survived the reopen"
+            );
+        }
+        failures += num(&flush(&m).await, "failures");
+    }
+    assert!(failures >= 3.0, "faults reached the job queue and were retried after their backoff ({failures})");
+    every_turn_in_an_episode(&m).await;
+    let faulty = state(&m).await;
+    assert_eq!(faulty["turns"], clean["turns"]);
+    assert_eq!(faulty["episodes"], clean["episodes"]);
+    assert_eq!(faulty["facts"], clean["facts"]);
+    wait(m.close()).await.unwrap();
+    reset().await;
+}
+
+#[wasm_bindgen_test]
+async fn forgetting_cascades_through_js_and_persists() {
+    let Some(conv) = conversation().await else { return };
+    reset().await;
+    delete("t-distill-forget").await;
+    let m = open_distill("t-distill-forget").await;
+    for (id, msgs) in conv.sessions.iter().take(2) {
+        add(&m, id, msgs).await;
+    }
+    flush(&m).await;
+    every_turn_in_an_episode(&m).await;
+    let before = state(&m).await;
+
+    // Distilled recall and answer: facts and episodes with their times, then sessions.
+    let r = wait(m.recall("What did Caroline research?".into(), js(r#"{"k": 2, "sources": {"facts": 5}}"#)))
+        .await
+        .expect("distilled recall");
+    assert!(len(&r, "facts") <= 5 && len(&r, "episodes") > 0 && len(&r, "sessions") > 0);
+    assert!(string(&r, "context").contains("### Facts\n- (2023-"), "{}", string(&r, "context"));
+    assert!(string(&r, "context").contains("### Episode: "));
+    assert!(get(&r, "episodes.0.vector").is_undefined() && num(&r, "episodes.0.score") > 0.0);
+    let only =
+        wait(m.recall("Caroline".into(), js(r#"{"sources": {"sessions": false, "episodes": 3}}"#))).await.unwrap();
+    assert_eq!((len(&only, "sessions"), len(&only, "episodes")), (0, 3));
+    let classic = wait(m.recall("Caroline".into(), js(r#"{"prune": "extractive"}"#))).await.expect("pruned recall");
+    assert!(get(&classic, "episodes").is_undefined(), "`prune` asks for the sessions recall");
+    let err = wait(m.recall("x".into(), js(r#"{"prune": "llm", "sources": {}}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    let err = wait(m.recall("x".into(), js(r#"{"sources": {"fact": 3}}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT", "unknown source names are refused");
+    let a = wait(m.answer("What did Caroline research?".into(), JsValue::UNDEFINED)).await.expect("answer");
+    assert!(string(&a, "context").contains("### Facts"), "answer() uses the distilled context when distill is on");
+    assert_eq!(num(&a, "spent.calls"), 1.0, "one answer call, no pruning");
+
+    // Forget one fact: gone, links cut, history NOT_FOUND.
+    let fact =
+        before["facts"].as_array().unwrap().iter().find(|f| f["status"] == "active").unwrap()["id"].as_f64().unwrap();
+    wait(m.history(fact.into())).await.expect("history of a fact");
+    wait(m.forget(js(&format!(r#"{{"fact": {fact}}}"#)))).await.expect("forget a fact");
+    let err = wait(m.history(fact.into())).await.unwrap_err();
+    assert_eq!(code(&err), "NOT_FOUND");
+    let err = wait(m.forget(js(&format!(r#"{{"fact": {fact}}}"#)))).await.unwrap_err();
+    assert_eq!(code(&err), "NOT_FOUND");
+    let after = state(&m).await;
+    assert_eq!(len(&js(&after.to_string()), "facts"), len(&js(&before.to_string()), "facts") - 1);
+    assert!(!after["facts"].to_string().contains(&format!("\"supersededBy\":{fact},")), "no link dangles");
+
+    // Forget one episode (of the session forgotten next): its facts that came only from it go; its turns stay.
+    let session = conv.sessions[0].0.clone();
+    let gone: BTreeSet<u64> = before["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t[1] == session.as_str())
+        .map(|t| t[0].as_u64().unwrap())
+        .collect();
+    let episode = after["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["turnIds"].as_array().unwrap().iter().all(|t| gone.contains(&t.as_u64().unwrap())))
+        .expect("an episode of the first session");
+    let episode_id = episode["id"].as_u64().unwrap();
+    wait(m.forget(js(&format!(r#"{{"episode": {episode_id}}}"#)))).await.expect("forget an episode");
+    let after = state(&m).await;
+    assert!(after["episodes"].as_array().unwrap().iter().all(|e| e["id"].as_u64() != Some(episode_id)));
+    assert!(after["facts"].as_array().unwrap().iter().all(|f| f["episodeIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e.as_u64() != Some(episode_id))));
+    assert_eq!(after["turns"], before["turns"], "the episode's turns stay");
+
+    // Forget a session: its turns, and the episodes and facts distilled from them, in one durable write.
+    wait(m.forget(js(&format!(r#"{{"session": "{session}"}}"#)))).await.expect("forget a session");
+    let after = state(&m).await;
+    let mentions = |v: &serde_json::Value, field: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x[field].as_array().unwrap().iter().any(|t| gone.contains(&t.as_u64().unwrap())))
+    };
+    assert!(!mentions(&after["episodes"], "turnIds"), "no episode keeps a forgotten turn");
+    assert!(!mentions(&after["facts"], "turnIds"), "no fact keeps a forgotten turn");
+    assert!(after["turns"].as_array().unwrap().iter().all(|t| t[1] != session.as_str()));
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(num(&stats, "sessions"), 1.0);
+
+    // Reopened: what was forgotten stays forgotten, the rest is there.
+    wait(m.close()).await.unwrap();
+    let m = open_distill("t-distill-forget").await;
+    assert_eq!(state(&m).await, after, "forgetting persisted");
+    // Turns the forgotten episodes left undistilled are queued again; a flush covers every turn once more.
+    flush(&m).await;
+    every_turn_in_an_episode(&m).await;
+
+    // Bad targets are typed errors.
+    for bad in
+        [r#"{}"#, r#"{"fact": 1, "episode": 2}"#, r#"{"fact": -1}"#, r#"{"all": false}"#, r#"{"sesion": "x"}"#, "3"]
+    {
+        let err = wait(m.forget(js(bad))).await.unwrap_err();
+        assert_eq!(code(&err), "INVALID_INPUT", "{bad}");
+    }
+    let err = wait(m.forget(js(r#"{"session": "nope"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "NOT_FOUND");
+
+    // Forget everything: nothing left, also after a reopen.
+    wait(m.forget(js(r#"{"all": true}"#))).await.expect("forget all");
+    wait(m.close()).await.unwrap();
+    let m = open_distill("t-distill-forget").await;
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(
+        (num(&stats, "turns"), num(&stats, "distill.episodes"), num(&stats, "distill.factsActive")),
+        (0.0, 0.0, 0.0)
+    );
+    assert_eq!(wait(m.episodes()).await.unwrap().unchecked_into::<Array>().length(), 0);
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn failing_jobs_park_and_retry_and_options_are_checked() {
+    reset().await;
+    // Without an LLM, flush is LLM_UNAVAILABLE; without `distill`, it is INVALID_INPUT.
+    delete("t-distill-park").await;
+    let m = open_with(distill_options("t-distill-park", "true", false)).await.unwrap();
+    let err = wait(m.flush()).await.unwrap_err();
+    assert_eq!(code(&err), "LLM_UNAVAILABLE");
+    wait(m.close()).await.unwrap();
+    let plain = open("t-distill-park").await;
+    assert_eq!(code(&wait(plain.flush()).await.unwrap_err()), "INVALID_INPUT");
+    wait(plain.close()).await.unwrap();
+    for bad in [r#"{"window": 1}"#, r#"{"windw": 5}"#, r#"{"maxAttempts": 0}"#, r#""yes""#, r#"{"backoffMs": -1}"#] {
+        let err = open_with(distill_options("t-distill-park", bad, true)).await.err().expect(bad);
+        assert_eq!(code(&err), "INVALID_INPUT", "{bad}");
+    }
+
+    // A job that keeps failing is parked (kept, listed in stats), flush returns; retryParked brings it back.
+    let m = open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10}"#, true)).await.unwrap();
+    let msgs = js(
+        r#"[{"speaker": "Maya", "content": "I adopted a greyhound called Pixel last Saturday.", "time": "2024-03-02T10:00:00Z"},
+                     {"speaker": "Bot", "content": "Greyhounds love short sprints and long naps.", "time": "2024-03-02T10:01:00Z"}]"#,
+    );
+    add(&m, "dog", &msgs).await;
+    script(r#"[{"status": 500, "times": 4}]"#).await;
+    let report = flush(&m).await;
+    assert_eq!((num(&report, "parked"), num(&report, "parkedTotal")), (1.0, 1.0));
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(len(&stats, "distill.parked"), 1);
+    assert_eq!(string(&stats, "distill.parked.0.kind"), "segment");
+    assert!(string(&stats, "distill.parked.0.lastError").contains("LLM_"), "the error is kept");
+    // Parked work survives a reopen.
+    wait(m.close()).await.unwrap();
+    let m = open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10}"#, true)).await.unwrap();
+    assert_eq!(len(&wait(m.stats()).await.unwrap(), "distill.parked"), 1);
+    reset().await; // default mode again: the endpoint is "fixed"
+    assert_eq!(wait(m.retry_parked()).await.unwrap().as_f64(), Some(1.0));
+    let report = flush(&m).await;
+    assert!(num(&report, "jobsRun") >= 2.0 && num(&report, "parkedTotal") == 0.0);
+    every_turn_in_an_episode(&m).await;
+    let history = wait(m.history(js("1"))).await;
+    assert!(history.is_ok() || code(&history.unwrap_err()) == "NOT_FOUND");
+    assert_eq!(code(&wait(m.history(js("\"one\""))).await.unwrap_err()), "INVALID_INPUT");
+    assert_eq!(code(&wait(m.facts(js(r#"{"includeSuperseded": "yes"}"#))).await.unwrap_err()), "INVALID_INPUT");
+    wait(m.close()).await.unwrap();
+    delete("t-distill-park").await;
+}
