@@ -54,3 +54,50 @@ async fn export_and_import_through_js() {
     assert_eq!(code(&err), "INVALID_INPUT");
     wait(b.close()).await.unwrap();
 }
+
+#[wasm_bindgen_test]
+async fn assets_are_checked_cached_and_reported() {
+    use wasm_bindgen::JsCast;
+    delete("t-assets").await;
+    // A wrong checksum is a clear error, and nothing is opened.
+    let bad = open_options("t-assets", "wasm", "");
+    let embedder = get(&bad, "embedder");
+    js_sys::Reflect::set(&embedder, &"modelSha256".into(), &"00".repeat(32).into()).unwrap();
+    js_sys::Reflect::set(&embedder, &"cache".into(), &false.into()).unwrap();
+    let err = open_with(bad).await.err().expect("checksum mismatch refused");
+    assert_eq!(code(&err), "ASSET_FAILED");
+    assert!(format!("{err:?}").contains("checksum mismatch"), "{err:?}");
+
+    // A good open reports download progress and leaves the model in Cache Storage for the next load.
+    let events = js_sys::Array::new();
+    let sink = events.clone();
+    let on_progress = wasm_bindgen::closure::Closure::<dyn Fn(wasm_bindgen::JsValue)>::new(move |e| {
+        sink.push(&e);
+    });
+    let options = open_options("t-assets", "wasm", "");
+    js_sys::Reflect::set(&options, &"onProgress".into(), on_progress.as_ref().unchecked_ref()).unwrap();
+    let m = open_with(options).await.expect("open");
+    let model_events: Vec<wasm_bindgen::JsValue> =
+        events.iter().filter(|e| get(e, "phase").as_string().as_deref() == Some("model")).collect();
+    let last = model_events.last().expect("model progress events");
+    assert_eq!(num(last, "loaded"), 22_928_619.0, "the whole model, by bytes");
+    let caches = get(&js_sys::global(), "caches");
+    let open = js_sys::Reflect::get(&caches, &"open".into()).unwrap().unchecked_into::<js_sys::Function>();
+    let cache = wait(open.call1(&caches, &loci::assets::CACHE_NAME.into()).unwrap().unchecked_into()).await.unwrap();
+    let url = web_sys::Url::new_with_base("/www/assets/model/model.onnx", &web_sys::window().unwrap().location().href().unwrap())
+        .unwrap()
+        .href();
+    let lookup = js_sys::Reflect::get(&cache, &"match".into()).unwrap().unchecked_into::<js_sys::Function>();
+    let hit = wait(lookup.call1(&cache, &url.into()).unwrap().unchecked_into()).await.unwrap();
+    assert!(!hit.is_undefined(), "the model is in Cache Storage");
+    wait(m.close()).await.unwrap();
+
+    // The next open reads it from the cache.
+    events.set_length(0);
+    let options = open_options("t-assets", "wasm", "");
+    js_sys::Reflect::set(&options, &"onProgress".into(), on_progress.as_ref().unchecked_ref()).unwrap();
+    let m = open_with(options).await.expect("reopen");
+    let cached = events.iter().any(|e| get(&e, "phase").as_string().as_deref() == Some("model") && get(&e, "cached").as_f64() == Some(1.0));
+    assert!(cached, "the second load came from Cache Storage");
+    wait(m.close()).await.unwrap();
+}
