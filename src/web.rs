@@ -378,10 +378,14 @@ fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm
     Ok(Some(Rc::new(client)))
 }
 
+/// Resolves `url` against the page's (or worker's) location: `globalThis.location`, not `window`, so loci also runs
+/// in a Web Worker.
 fn absolute_url(url: &str) -> Result<String, Error> {
-    let base = web_sys::window()
-        .and_then(|w| w.location().href().ok())
-        .ok_or_else(|| Error::Asset("no page location to resolve asset URLs against".into()))?;
+    let base = Reflect::get(&js_sys::global(), &"location".into())
+        .ok()
+        .and_then(|l| Reflect::get(&l, &"href".into()).ok())
+        .and_then(|h| h.as_string())
+        .ok_or_else(|| Error::Asset("no location to resolve asset URLs against".into()))?;
     web_sys::Url::new_with_base(url, &base)
         .map(|u| u.href())
         .map_err(|_| Error::invalid(format!("{url:?} is not a valid URL")))
@@ -420,8 +424,8 @@ fn report_asset(on_progress: &Option<Function>, phase: &str, url: &str, loaded: 
 
 /// Whether a WebGPU adapter exists that is not a software fallback.
 async fn hardware_webgpu_adapter() -> bool {
-    let Some(window) = web_sys::window() else { return false };
-    let Ok(gpu) = Reflect::get(&window.navigator(), &"gpu".into()) else { return false };
+    let Ok(navigator) = Reflect::get(&js_sys::global(), &"navigator".into()) else { return false };
+    let Ok(gpu) = Reflect::get(&navigator, &"gpu".into()) else { return false };
     if gpu.is_undefined() || gpu.is_null() {
         return false;
     }

@@ -140,6 +140,41 @@ mod web {
         static LOADED: RefCell<Option<(Build, ort::environment::Environment)>> = const { RefCell::new(None) };
     }
 
+    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+// ort-web's loader injects onnxruntime-web with a <script> tag and checks `'ort' in window`: neither exists in a
+// Web Worker. There, a minimal stand-in evaluates the same classic script (`var ort = …`, strict mode, hence the
+// explicit export to globalThis) for the duration of the load only, then is removed so nothing else mistakes the
+// worker for a page. (A worker whose CSP forbids eval should load onnxruntime-web itself before opening.)
+export function installWorkerLoader() {
+  if (typeof document !== "undefined") return false;
+  const load = async (src) => {
+    const response = await fetch(src);
+    if (!response.ok) throw new Error(`HTTP ${response.status} for ${src}`);
+    (0, eval)(`${await response.text()}\n;globalThis.ort = ort;`);
+  };
+  globalThis.window = globalThis;
+  globalThis.document = {
+    head: { appendChild(el) { load(el.src).then(() => el.fire("load", {}), (error) => el.fire("error", { error })); } },
+    createElement() {
+      const listeners = {};
+      return { src: "", setAttribute() {}, addEventListener(type, f) { (listeners[type] ||= []).push(f); },
+               fire(type, event) { (listeners[type] || []).forEach((f) => f(event)); } };
+    },
+  };
+  return true;
+}
+export function removeWorkerLoader() {
+  delete globalThis.document;
+  delete globalThis.window;
+}
+"#)]
+    extern "C" {
+        #[wasm_bindgen(js_name = installWorkerLoader)]
+        fn install_worker_loader() -> bool;
+        #[wasm_bindgen(js_name = removeWorkerLoader)]
+        fn remove_worker_loader();
+    }
+
     /// Where onnxruntime-web's files are served from (self-hosted: ort-web must never fetch from its CDN).
     #[derive(Clone, Debug)]
     pub struct OrtDist {
@@ -181,9 +216,12 @@ mod web {
             Build::Wasm => "ort.wasm.min.js",
             Build::Webgpu => "ort.webgpu.min.js",
         };
-        let api = ort_web::api(ort_web::Dist::new(dist.base_url.clone()).with_script_name(script))
-            .await
-            .map_err(|e| Error::Asset(format!("loading onnxruntime-web from {}: {e}", dist.base_url)))?;
+        let in_worker = install_worker_loader();
+        let api = ort_web::api(ort_web::Dist::new(dist.base_url.clone()).with_script_name(script)).await;
+        if in_worker {
+            remove_worker_loader();
+        }
+        let api = api.map_err(|e| Error::Asset(format!("loading onnxruntime-web from {}: {e}", dist.base_url)))?;
         ort::set_api(api);
         set_wasm_paths(dist, want)?;
         let env = ort::init().with_name("loci").with_telemetry(false).build().map_err(embedder_err)?;
