@@ -1,10 +1,10 @@
 // The npm package as a web developer gets it: `npm pack`, install the tarball into a fresh project (offline, from
 // the local tarball and npm's cache), type-check a TypeScript consumer against the shipped types, then use the
-// installed package from a plain page in headless Chromium: open, remember, recall.
+// installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { copyFileSync, createReadStream, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, createReadStream, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
@@ -72,23 +72,43 @@ try {
 } catch (e) { window.result = { error: String(e), code: e.code }; }
 </script>`);
   const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
-  server = createServer((req, res) => {
-    const file = normalize(join(app, decodeURIComponent(new URL(req.url, "http://x").pathname)));
-    let ok = file.startsWith(app + sep);
+  const serveDir = (dir) => createServer((req, res) => {
+    const file = normalize(join(dir, decodeURIComponent(new URL(req.url, "http://x").pathname)));
+    let ok = file.startsWith(dir + sep);
     try { ok = ok && statSync(file).isFile(); } catch { ok = false; }
     if (!ok) { res.writeHead(404); return res.end(); }
     res.writeHead(200, { "Content-Type": types[extname(file)] || "application/octet-stream" });
     createReadStream(file).pipe(res);
   });
-  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
   browser = await chromium.launch({ executablePath: "/usr/bin/chromium",
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"] });
-  const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${server.address().port}/index.html`);
-  await page.waitForFunction(() => window.result, null, { timeout: 120_000 });
-  const result = await page.evaluate(() => window.result);
-  assert.deepEqual(result, { top: "dog", device: "wasm" });
-  console.log(`package: ok (${tarball} installed offline, types check, recall works from node_modules)`);
+  const check = async (dir, page) => {
+    server = serveDir(dir);
+    await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+    const tab = await browser.newPage();
+    await tab.goto(`http://127.0.0.1:${server.address().port}/${page}`);
+    await tab.waitForFunction(() => window.result, null, { timeout: 120_000 });
+    const result = await tab.evaluate(() => window.result);
+    await tab.close();
+    server.close();
+    server = null;
+    return result;
+  };
+  assert.deepEqual(await check(app, "index.html"), { top: "dog", device: "wasm" }, "plain page");
+
+  // A Vite app: `import init, { Memory } from "loci"`, bundled by `vite build`; the assets are in public/.
+  const viteApp = join(work, "vite-app");
+  mkdirSync(join(viteApp, "public"), { recursive: true });
+  writeFileSync(join(viteApp, "package.json"), JSON.stringify({ name: "loci-vite", private: true, type: "module" }));
+  run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(work, tarball)], viteApp);
+  execFileSync("cp", ["-r", join(app, "assets"), join(viteApp, "public", "assets")]);
+  const script = readFileSync(join(app, "index.html"), "utf8").split("<script type=\"module\">")[1].split("</script>")[0]
+    .replace("./node_modules/loci/pkg/loci.js", "loci").replace('"pack-test"', '"pack-test-vite"');
+  writeFileSync(join(viteApp, "main.js"), script);
+  writeFileSync(join(viteApp, "index.html"), `<!doctype html><meta charset="utf-8"><script type="module" src="/main.js"></script>`);
+  run(join(root, "node_modules", ".bin", "vite"), ["build", "--logLevel", "warn"], viteApp);
+  assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm" }, "Vite build");
+  console.log(`package: ok (${tarball} installed offline, types check, recall works in a plain page and a Vite build)`);
 } catch (e) {
   failed = true;
   console.error(e);
