@@ -39,9 +39,9 @@ const log = (...a) => console.error("[bench]", ...a);
 // 1. Builds: the package as shipped (for its size) and the bench variant the page loads.
 if (!flag("--skip-build")) {
   run("node", ["scripts/build.mjs"]);
-  run("cargo", ["build", "--lib", "--release", "--target", "wasm32-unknown-unknown", "--features", "bench"]);
+  run("cargo", ["build", "--lib", "--profile", "wasm-release", "--target", "wasm32-unknown-unknown", "--features", "bench"]);
   run("wasm-bindgen", ["--target", "web", "--out-dir", "bench/pkg", "--out-name", "loci",
-    join("target", "wasm32-unknown-unknown", "release", "loci.wasm")]);
+    join("target", "wasm32-unknown-unknown", "wasm-release", "loci.wasm")]);
   const wasmOpt = join(root, "node_modules", ".bin", "wasm-opt");
   const w = join(root, "bench", "pkg", "loci_bg.wasm");
   run(wasmOpt, ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",

@@ -15,9 +15,9 @@ const run = (cmd, args) => {
   }
 };
 
-run("cargo", ["build", "--lib", "--release", "--target", "wasm32-unknown-unknown"]);
+run("cargo", ["build", "--lib", "--profile", "wasm-release", "--target", "wasm32-unknown-unknown"]);
 run("wasm-bindgen", ["--target", "web", "--out-dir", "pkg", "--out-name", "loci",
-  join("target", "wasm32-unknown-unknown", "release", "loci.wasm")]);
+  join("target", "wasm32-unknown-unknown", "wasm-release", "loci.wasm")]);
 const wasm = join(root, "pkg", "loci_bg.wasm");
 const wasmOpt = join(root, "node_modules", ".bin", "wasm-opt");
 if (existsSync(wasmOpt)) {
