@@ -50,8 +50,9 @@ function showEvidence(result) {
 async function refreshMeters() {
   const stats = await memory.stats();
   const llm = stats.llm;
-  const calls = llm.prune.calls + llm.answer.calls;
-  const tokens = llm.prune.inputTokens + llm.prune.outputTokens + llm.answer.inputTokens + llm.answer.outputTokens;
+  const phases = Object.values(llm);
+  const calls = phases.reduce((n, p) => n + p.calls, 0);
+  const tokens = phases.reduce((n, p) => n + p.inputTokens + p.outputTokens, 0);
   let storage = "";
   if (navigator.storage && navigator.storage.estimate) {
     const { usage } = await navigator.storage.estimate();
@@ -74,6 +75,53 @@ async function refreshMeters() {
     const item = el("li");
     item.append(details);
     list.append(item);
+  }
+}
+
+async function refreshDistilled() {
+  const episodes = $("episodes");
+  episodes.replaceChildren();
+  for (const e of await memory.episodes()) {
+    const item = el("li");
+    item.append(el("strong", e.title), el("span", `  ${when(e.time)}`, "score"), el("div", e.narrative),
+      el("div", `turns ${e.turnIds.join(", ")}${e.mergedFrom.length ? ` · merged from ${e.mergedFrom.join(", ")}` : ""}`, "provenance"));
+    episodes.append(item);
+  }
+  const facts = $("facts");
+  facts.replaceChildren();
+  for (const f of await memory.facts({ includeSuperseded: true })) {
+    const item = el("li");
+    item.append(el("span", f.statement, f.status === "superseded" ? "superseded" : ""),
+      el("div", `${f.kind} · ${f.origin} · episode ${f.episodeIds.join(", ")} · turns ${f.turnIds.join(", ")}` +
+        (f.supersededBy ? ` · superseded by fact ${f.supersededBy}` : ""), "provenance"));
+    if (f.supersedes.length) {
+      const history = el("button", "history");
+      history.type = "button";
+      history.addEventListener("click", async () => {
+        const chain = await memory.history(f.id);
+        item.append(el("div", chain.map((h) => `${h.status === "superseded" ? "was" : "now"}: ${h.statement}`).join("\n"), "provenance"));
+      });
+      item.append(history);
+    }
+    facts.append(item);
+  }
+}
+
+async function distill() {
+  if (!memory.hasLlm) return setStatus("Distillation needs an LLM endpoint (see the settings).", true);
+  $("distill").disabled = true;
+  try {
+    setStatus("Distilling…");
+    const report = await memory.flush();
+    const stats = await memory.stats();
+    setStatus(`Distilled: ${report.jobsRun} jobs → ${stats.distill.episodes} episodes, ${stats.distill.factsActive} facts (${stats.distill.factsSuperseded} superseded)` +
+      (report.parkedTotal ? ` (${report.parkedTotal} parked)` : "") + ".");
+  } catch (e) {
+    setStatus(describeError(e), true);
+  } finally {
+    $("distill").disabled = false;
+    await refreshDistilled();
+    await refreshMeters();
   }
 }
 
@@ -202,6 +250,7 @@ async function forget() {
   $("transcript").replaceChildren();
   $("evidence").replaceChildren();
   $("context").textContent = "";
+  await refreshDistilled();
   setStatus("Forgotten.");
   await refreshMeters();
 }
@@ -211,6 +260,7 @@ async function main() {
   memory = await Memory.open({
     name: "demo",
     embedder: { device: "auto" },
+    distill: true,
     onProgress: (e) => {
       $("progress").value = phases.indexOf(e.phase) + 1;
       setStatus(e.phase === "ready" ? `Ready on ${e.detail}.` : `Loading ${e.phase}…`);
@@ -226,8 +276,10 @@ async function main() {
   $("export").addEventListener("click", exportMemory);
   $("import").addEventListener("change", importMemory);
   $("forget").addEventListener("click", forget);
+  $("distill").addEventListener("click", distill);
   restoreSettings();
   await refreshMeters();
+  await refreshDistilled();
   window.loci = { memory }; // for the console and the end-to-end test
 }
 

@@ -72,10 +72,20 @@ try {
   await statusStarts(page, "Replies come from");
   const answer = await chat(page, "Who is the physio?");
   assert.match(answer, /Okafor/);
-  assert.match(await page.textContent("#meters"), /2 LLM calls/);
+  assert.match(await page.textContent("#meters"), /· [1-9][0-9]* LLM calls, [1-9][0-9]* tokens/);
   await page.screenshot({ path: join(shots, "chat.png"), fullPage: true });
   assert.ok(!(await page.evaluate(() => localStorage.getItem("loci-demo-llm"))).includes("sk-demo-secret"),
     "the API key is not persisted unless asked");
+
+  // Distillation through the same endpoint: episodes and facts appear in the inspector, with provenance.
+  await page.click("#memory-panel summary");
+  await page.click("#distill");
+  await statusStarts(page, "Distilled:");
+  assert.match(await page.textContent("#status"), /Distilled: \d+ jobs → [1-9]\d* episodes, [1-9]\d* facts/);
+  assert.ok(await page.locator("#episodes li").count() > 0, "episodes listed");
+  assert.ok(await page.locator("#facts li").count() > 0, "facts listed");
+  assert.match(await page.textContent("#facts"), /episode \d+ · turns \d+/, "facts show their provenance");
+  await page.screenshot({ path: join(shots, "memory-inspector.png"), fullPage: true });
 
   // Reload: the memory and the endpoint (without key) come back; the answer needs the earlier cooking session.
   await page.reload();
