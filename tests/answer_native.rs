@@ -3,6 +3,8 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
+
+use common::msg;
 mod llm_server;
 
 use llm_server::LlmServer;
@@ -11,18 +13,8 @@ use loci::llm::openai::{OpenAiClient, OpenAiConfig};
 use loci::memory::{AnswerOptions, Memory, MemoryConfig, PruneOptions, RecallOptions};
 use loci::recall::prune::PruneMode;
 use loci::store::MemStore;
-use loci::types::{MessageInput, TimeInput};
 use pollster::block_on;
 use serde_json::json;
-
-fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
-    MessageInput {
-        speaker: Some(speaker.into()),
-        content: content.into(),
-        time: Some(TimeInput::Text(time.into())),
-        ..Default::default()
-    }
-}
 
 fn memory() -> Memory<MemStore, loci::embed::OnnxRuntime> {
     let config = MemoryConfig::default();

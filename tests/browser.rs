@@ -143,18 +143,6 @@ async fn browser_vectors_match_python_and_native() {
     }
 }
 
-fn absolute(path: &str) -> String {
-    let href = web_sys::window().unwrap().location().href().unwrap();
-    web_sys::Url::new_with_base(path, &href).unwrap().href()
-}
-
-async fn fetch_bytes(url: &str) -> Vec<u8> {
-    use wasm_bindgen::JsCast;
-    let resp: web_sys::Response = wait(web_sys::window().unwrap().fetch_with_str(url)).await.unwrap().unchecked_into();
-    let buf = wait(resp.array_buffer().unwrap()).await.unwrap();
-    js_sys::Uint8Array::new(&buf).to_vec()
-}
-
 #[wasm_bindgen_test]
 async fn bad_inputs_are_typed_errors_and_store_nothing() {
     delete("t-bad").await;

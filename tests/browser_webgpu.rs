@@ -57,15 +57,3 @@ async fn webgpu_device_embeds_like_the_reference_and_auto_skips_software_adapter
     let c: f32 = got[0].vector.iter().zip(&hello.vector).map(|(a, b)| a * b).sum();
     assert!(c >= 0.9999, "WebGPU vs Python: cosine {c}");
 }
-
-fn absolute(path: &str) -> String {
-    let href = web_sys::window().unwrap().location().href().unwrap();
-    web_sys::Url::new_with_base(path, &href).unwrap().href()
-}
-
-async fn fetch_bytes(url: &str) -> Vec<u8> {
-    use wasm_bindgen::JsCast;
-    let resp: web_sys::Response = wait(web_sys::window().unwrap().fetch_with_str(url)).await.unwrap().unchecked_into();
-    let buf = wait(resp.array_buffer().unwrap()).await.unwrap();
-    js_sys::Uint8Array::new(&buf).to_vec()
-}

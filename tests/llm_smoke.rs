@@ -6,22 +6,14 @@
 
 mod common;
 
+use common::msg;
+
 use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
 use loci::llm::{prompts, structured, LlmRequest};
 use loci::memory::{AnswerOptions, Memory, MemoryConfig};
 use loci::store::MemStore;
-use loci::types::{MessageInput, TimeInput};
 use pollster::block_on;
-
-fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
-    MessageInput {
-        speaker: Some(speaker.into()),
-        content: content.into(),
-        time: Some(TimeInput::Text(time.into())),
-        ..Default::default()
-    }
-}
 
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]

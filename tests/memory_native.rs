@@ -3,19 +3,12 @@
 
 mod common;
 
+use common::msg;
+
 use loci::memory::{Memory, MemoryConfig, RecallOptions};
 use loci::store::{MemStore, Meta, Store, WriteBatch, SCHEMA_VERSION};
-use loci::types::{InputLimits, MessageInput, TimeInput, UnitMode};
+use loci::types::{InputLimits, MessageInput, UnitMode};
 use pollster::block_on;
-
-fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
-    MessageInput {
-        speaker: Some(speaker.into()),
-        content: content.into(),
-        time: Some(TimeInput::Text(time.into())),
-        ..Default::default()
-    }
-}
 
 fn open(store: MemStore, config: MemoryConfig) -> Memory<MemStore, loci::embed::OnnxRuntime> {
     block_on(Memory::open(store, common::embedder(config.embed), config)).expect("open")

@@ -88,3 +88,17 @@ pub async fn fetch_text(url: &str) -> Result<String, String> {
     let text = JsFuture::from(resp.text().map_err(|e| format!("{e:?}"))?).await.map_err(|e| format!("{e:?}"))?;
     text.as_string().ok_or_else(|| "not text".into())
 }
+
+/// `path` resolved against the test page.
+pub fn absolute(path: &str) -> String {
+    let href = web_sys::window().unwrap().location().href().unwrap();
+    web_sys::Url::new_with_base(path, &href).unwrap().href()
+}
+
+/// The bytes at `url`.
+pub async fn fetch_bytes(url: &str) -> Vec<u8> {
+    use wasm_bindgen::JsCast;
+    let resp: web_sys::Response = wait(web_sys::window().unwrap().fetch_with_str(url)).await.unwrap().unchecked_into();
+    let buf = wait(resp.array_buffer().unwrap()).await.unwrap();
+    js_sys::Uint8Array::new(&buf).to_vec()
+}

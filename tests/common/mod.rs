@@ -3,6 +3,7 @@
 
 use loci::embed::{default_dylib_path, default_model_dir, EmbedConfig, Embedder, OnnxRuntime};
 use loci::text::WordPiece;
+use loci::types::{MessageInput, TimeInput};
 
 /// The real embedder; panics with the command to run when setup has not been done.
 pub fn embedder(config: EmbedConfig) -> Embedder<OnnxRuntime> {
@@ -20,4 +21,14 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
     let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
     dot / (na * nb)
+}
+
+/// A message from `speaker` at an ISO `time`.
+pub fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
+    MessageInput {
+        speaker: Some(speaker.into()),
+        content: content.into(),
+        time: Some(TimeInput::Text(time.into())),
+        ..Default::default()
+    }
 }
