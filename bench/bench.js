@@ -106,11 +106,11 @@ window.bench = {
     return { ms: performance.now() - t, rows };
   },
 
-  /** Diagnostic: the same five reads as loci's open, in plain JS (structured clone only, no decoding into Rust). */
+  /** Diagnostic: the same getAll reads as loci's open, in plain JS (structured clone only, no decoding into Rust). */
   async rawRead(name) {
     const t = performance.now();
     const db = await new Promise((ok, err) => { const r = indexedDB.open(`loci:${name}`); r.onsuccess = () => ok(r.result); r.onerror = () => err(r.error); });
-    const stores = ["meta", "sessions", "turns", "units", "vectors"];
+    const stores = ["meta", "sessions", "turnChunks", "vectors", "episodes", "facts", "jobs"];
     const tx = db.transaction(stores, "readonly");
     const counts = await Promise.all(stores.map((s) => new Promise((ok) => { const r = tx.objectStore(s).getAll(); r.onsuccess = () => ok(r.result.length); })));
     db.close();

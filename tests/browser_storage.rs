@@ -8,7 +8,7 @@ use js_sys::{Function, Reflect};
 use loci::distill::{DistillItem, DistillMeta, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobKind};
 use loci::embed::{DIM, MODEL_ID};
 use loci::store::idb::IdbStore;
-use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, VECTOR_CHUNK};
+use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK};
 use loci::types::{Session, Turn, Unit, UnitMode};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::*;
@@ -58,6 +58,7 @@ fn vector(id: u32) -> Vec<f32> {
 #[wasm_bindgen_test]
 async fn opening_100k_units_takes_a_bounded_number_of_requests() {
     const N: u32 = 100_000;
+    const PER_SESSION: u32 = 10;
     let _ = IdbStore::delete("t-bulk").await;
     install_counter();
     let store = IdbStore::open("t-bulk").await.expect("open");
@@ -66,47 +67,71 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
         model: MODEL_ID.into(),
         dim: DIM as u32,
         unit_mode: UnitMode::Pair,
-        next_turn: 1,
+        next_turn: 2 * N as u64 + 1,
         next_unit: N + 1,
     };
+    // Pair units as a chat stores them: two turns each, ten units per session.
     for start in (1..=N).step_by(5000) {
-        let units = (start..(start + 5000).min(N + 1))
+        let ids = start..(start + 5000).min(N + 1);
+        let name = |id: u32| format!("s{}", (id - 1) / PER_SESSION);
+        let sessions = ids.clone().filter(|id| (id - 1) % PER_SESSION == 0).map(|id| session(&name(id))).collect();
+        let turns = ids.clone().flat_map(|id| [2 * id as u64 - 1, 2 * id as u64].map(|t| turn(t, &name(id)))).collect();
+        let units = ids
             .map(|id| StoredUnit {
-                unit: Unit { id, session: format!("s{}", id / 10), turn_ids: vec![] },
+                unit: Unit { id, session: name(id), turn_ids: vec![2 * id as u64 - 1, 2 * id as u64] },
                 vectors: Rows::F32(vector(id)),
             })
             .collect();
-        store.write(WriteBatch { meta: Some(meta.clone()), units, ..Default::default() }).await.expect("write");
+        store
+            .write(WriteBatch { meta: Some(meta.clone()), sessions, turns, units, ..Default::default() })
+            .await
+            .expect("write");
     }
 
     // Open: one request per object store (two for `meta`: the memory's and distillation's records), whatever the
-    // number of units; vectors arrive as chunk records. 5 before distillation; its episodes, facts, jobs and meta
-    // add 4.
+    // number of units; turns, units and vectors arrive as chunk records (schema 4), so the records read are the
+    // sessions plus a few hundred chunks, not one per turn and per unit.
     reset();
     let snapshot = store.load().await.expect("load");
     assert_eq!(snapshot.units.len(), N as usize);
-    let chunks = N / VECTOR_CHUNK + 1;
-    assert!(count("requests") <= 9, "{} IndexedDB requests to open", count("requests"));
+    assert_eq!(snapshot.turns.len(), 2 * N as usize);
+    let sessions = N / PER_SESSION;
+    let chunks = N / VECTOR_CHUNK + 1 + (2 * N as u64 / TURN_CHUNK) as u32 + 1;
+    assert!(count("requests") <= 8, "{} IndexedDB requests to open", count("requests"));
     assert_eq!(count("vectorRequests"), 1);
-    assert!(count("records") <= N + chunks, "{} records read", count("records"));
+    assert!(count("records") <= sessions + chunks, "{} records read", count("records"));
     let u = &snapshot.units[12_345];
+    assert_eq!(u.unit.turn_ids, vec![2 * u.unit.id as u64 - 1, 2 * u.unit.id as u64]);
+    assert_eq!(snapshot.turns[2 * 12_345].id, 2 * 12_345 + 1);
+    assert_eq!(snapshot.turns[2 * 12_345].text, format!("turn {}", 2 * 12_345 + 1));
     let back = u.vectors.to_f32(DIM);
     assert!((back[u.unit.id as usize % DIM] - 1.0).abs() < 0.01, "unit {} vector is not its own", u.unit.id);
 
-    // A write of one unit touches one vector chunk: one read and one put, not a rewrite of everything.
+    // A write of one unit and its turns touches one vector chunk and one turn chunk: a read and a put of each,
+    // not a rewrite of everything.
     reset();
     let unit = StoredUnit {
-        unit: Unit { id: N + 1, session: "s".into(), turn_ids: vec![] },
+        unit: Unit { id: N + 1, session: "s".into(), turn_ids: vec![2 * N as u64 + 1] },
         vectors: Rows::F32(vector(N + 1)),
     };
     store
-        .write(WriteBatch { units: vec![unit], delete_units: vec![N], ..Default::default() })
+        .write(WriteBatch {
+            units: vec![unit],
+            turns: vec![turn(2 * N as u64 + 1, "s")],
+            delete_units: vec![N],
+            delete_turns: vec![2 * N as u64],
+            ..Default::default()
+        })
         .await
         .expect("write one");
     assert!(count("vectorRequests") <= 4, "{} vector requests for one unit", count("vectorRequests"));
+    assert!(count("requests") <= 8, "{} requests for one unit", count("requests"));
     let snapshot = store.load().await.expect("reload");
     assert_eq!(snapshot.units.len(), N as usize);
     assert!(snapshot.units.iter().any(|u| u.unit.id == N + 1) && !snapshot.units.iter().any(|u| u.unit.id == N));
+    assert_eq!(snapshot.turns.len(), 2 * N as usize);
+    assert_eq!(snapshot.turns.last().map(|t| t.id), Some(2 * N as u64 + 1));
+    assert!(!snapshot.turns.iter().any(|t| t.id == 2 * N as u64));
     store.close();
     IdbStore::delete("t-bulk").await.expect("delete");
 }
@@ -344,4 +369,108 @@ async fn a_schema_2_database_gains_the_distillation_stores() {
     assert_eq!(again.distill.episodes.len(), 2);
     store.close();
     IdbStore::delete("t-v2").await.expect("delete");
+}
+
+/// Awaits a JS function returning a promise.
+async fn run_js(body: &str) -> JsValue {
+    let promise: js_sys::Promise = Function::new_no_args(body).call0(&JsValue::NULL).unwrap().into();
+    wasm_bindgen_futures::JsFuture::from(promise).await.expect(body)
+}
+
+#[wasm_bindgen_test]
+async fn a_schema_3_database_is_packed_into_chunks() {
+    let _ = IdbStore::delete("t-v3").await;
+    // Schema 3, as loci wrote it before turns and units were packed: one record per turn and per unit, vectors in
+    // chunks without the units.
+    run_js(
+        r#"return new Promise((ok, err) => {
+          const r = indexedDB.open("loci:t-v3", 3);
+          r.onupgradeneeded = () => {
+            const db = r.result;
+            db.createObjectStore("meta");
+            db.createObjectStore("vectors");
+            for (const s of ["sessions", "turns", "units", "episodes", "facts", "jobs"]) db.createObjectStore(s, { keyPath: "id" });
+          };
+          r.onsuccess = () => {
+            const db = r.result;
+            const tx = db.transaction(["meta", "sessions", "turns", "units", "vectors"], "readwrite");
+            tx.objectStore("meta").put({ schema: 3, model: "m", dim: 2, unit_mode: "pair", next_turn: 4, next_unit: 3 }, "meta");
+            tx.objectStore("sessions").put({ id: "s1", firstTime: 1, lastTime: 3, turnCount: 3 });
+            const turns = tx.objectStore("turns");
+            turns.put({ id: 1, session: "s1", seq: 0, speaker: "Maya", text: "I planted basil", time: 1, ingested: 1 });
+            turns.put({ id: 2, session: "s1", seq: 1, speaker: "Leo", text: "nice", caption: "a pot", time: 2, ingested: 2 });
+            turns.put({ id: 3, session: "s1", seq: 2, speaker: "Maya", text: "and mint", time: 3, ingested: 3 });
+            tx.objectStore("units").put({ id: 1, session: "s1", turnIds: [1, 2] });
+            tx.objectStore("units").put({ id: 2, session: "s1", turnIds: [3] });
+            tx.objectStore("vectors").put({ dim: 2, ids: new Uint32Array([1, 2]), rows: new Uint32Array([1, 1]),
+              scales: new Float32Array([0.8 / 127, 1 / 127]), codes: new Int8Array([95, 127, 127, 0]) }, 0);
+            tx.oncomplete = () => { db.close(); ok(); };
+            tx.onerror = () => err(tx.error);
+          };
+          r.onerror = () => err(r.error);
+        })"#,
+    )
+    .await;
+
+    install_counter();
+    let store = IdbStore::open("t-v3").await.expect("open");
+    let first = store.load().await.expect("load schema 3");
+    assert_eq!(first.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
+    assert_eq!(first.turns.iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(first.turns[1].caption.as_deref(), Some("a pot"));
+    assert_eq!(first.units.iter().map(|u| u.unit.turn_ids.clone()).collect::<Vec<_>>(), vec![vec![1, 2], vec![3]]);
+    let back = first.units[0].vectors.to_f32(2);
+    assert!((back[0] - 0.6).abs() < 0.01 && (back[1] - 0.8).abs() < 0.01, "{back:?}");
+
+    // Reopened: the same content, read from chunks alone; the old stores are empty.
+    reset();
+    let again = store.load().await.expect("load migrated");
+    assert_eq!(again, first);
+    assert!(count("requests") <= 8, "{} requests", count("requests"));
+    assert!(count("records") <= 3, "{} records: one session, one turn chunk, one vector chunk", count("records"));
+
+    // Writes after the migration land in the chunks.
+    let mut meta = again.meta.clone().unwrap();
+    meta.next_turn = 5;
+    meta.next_unit = 3;
+    let reference = MemStore::new();
+    let stored = WriteBatch {
+        meta: Some(again.meta.clone().unwrap()),
+        sessions: again.sessions.clone(),
+        turns: again.turns.clone(),
+        units: again.units.clone(),
+        ..Default::default()
+    };
+    reference.write(stored).await.unwrap();
+    let add = WriteBatch {
+        meta: Some(meta),
+        turns: vec![turn(4, "s1")],
+        units: vec![StoredUnit {
+            unit: Unit { id: 2, session: "s1".into(), turn_ids: vec![3, 4] },
+            vectors: Rows::Int8 { codes: vec![0, 127], scales: vec![1.0 / 127.0] },
+        }],
+        delete_units: vec![2],
+        ..Default::default()
+    };
+    store.write(add.clone()).await.expect("write after migration");
+    reference.write(add).await.unwrap();
+    store.close();
+    let counts = run_js(
+        r#"return new Promise((ok, err) => {
+          const r = indexedDB.open("loci:t-v3");
+          r.onsuccess = () => {
+            const db = r.result;
+            const tx = db.transaction(["turns", "units"]);
+            const a = tx.objectStore("turns").count(), b = tx.objectStore("units").count();
+            tx.oncomplete = () => { db.close(); ok(a.result + b.result); };
+          };
+          r.onerror = () => err(r.error);
+        })"#,
+    )
+    .await;
+    assert_eq!(counts.as_f64(), Some(0.0), "the schema-3 stores are emptied");
+    let store = IdbStore::open("t-v3").await.expect("reopen");
+    assert_eq!(store.load().await.unwrap(), reference.load().await.unwrap());
+    store.close();
+    IdbStore::delete("t-v3").await.expect("delete");
 }

@@ -1,19 +1,25 @@
-//! The browser [`Store`]: IndexedDB through the `idb` crate. One database per memory (`loci:<name>`), eight object
-//! stores; every write is one readwrite transaction (turns, units, vectors, deletions and distillation together).
+//! The browser [`Store`]: IndexedDB through the `idb` crate. One database per memory (`loci:<name>`); every write is
+//! one readwrite transaction (turns, units, vectors, deletions and distillation together).
 //!
-//! Vectors do not live in unit records: they are packed as int8 into chunk records of [`VECTOR_CHUNK`] units
-//! (`vectors` store, key = `unit id / VECTOR_CHUNK`), each `{ ids: Uint32Array, rows: Uint32Array, scales:
-//! Float32Array, codes: Int8Array }` (binary, never JSON). Open reads everything with five `get`/`getAll` requests,
-//! however many units there are, and the vectors arrive as a few hundred typed arrays rather than one object per
-//! unit. A write reads and rewrites, inside its own transaction, only the chunks whose units it adds or deletes.
+//! Open must not read one record per turn or per unit: structured-cloning 300k small records alone takes seconds.
+//! So (schema 4) turns and units live in chunk records, as the vectors do:
+//! - `vectors` (key = `unit id / VECTOR_CHUNK`): the units of up to [`VECTOR_CHUNK`] ids, each `{ dim, ids:
+//!   Uint32Array, rows: Uint32Array, scales: Float32Array, codes: Int8Array, units: string }`, the vectors packed as
+//!   int8 (binary, never JSON) and `units` one JSON array of `[session, turnIds]`, aligned with `ids`;
+//! - `turnChunks` (key = `turn id / TURN_CHUNK`): one JSON string, the array of up to [`TURN_CHUNK`] turns in id
+//!   order.
+//!
+//! Open reads everything with eight `get`/`getAll` requests, however many units there are, and decodes a chunk with
+//! one `serde_json` parse. A write reads and rewrites, inside its own transaction, only the chunks whose turns or
+//! units it adds or deletes. Sessions stay one record each (one per conversation, not per turn).
 //!
 //! Distillation (schema 3) adds three stores keyed by `id` — `episodes`, `facts`, `jobs` (episode and fact vectors
 //! as packed f32 `Uint8Array`s) — and a `distill` record beside `meta` in the `meta` store (id counters and the
-//! segmentation buffer). Open reads them with four more requests.
+//! segmentation buffer).
 //!
-//! Migrations, on open: schema 1 (vectors as a `Float32Array` inside each unit record) is moved into chunks; the
-//! IndexedDB upgrade from version 1 or 2 creates the stores a database lacks, and schema 2's meta is marked 3 (its
-//! records are unchanged).
+//! Migrations, on open: the IndexedDB upgrade creates the stores a database lacks; a database of schema 1–3 (one
+//! record per turn in `turns`, per unit in `units`; in schema 1 each unit record also carries its vectors as a
+//! `Float32Array`) is rewritten into chunks, and the old stores emptied, in one transaction.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -23,23 +29,25 @@ use idb::{Database, KeyPath, ObjectStore, Query, TransactionMode};
 use js_sys::{Float32Array, Int8Array, Object, Reflect, Uint32Array};
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::{Meta, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, VECTOR_CHUNK};
+use super::{Meta, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK};
 use crate::distill::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
 use crate::embed::DIM;
 use crate::error::{Error, Result};
 use crate::types::{Session, Turn, Unit};
 
-/// IndexedDB version: 1 had four stores, 2 added `vectors`, 3 the distillation stores.
-const DB_VERSION: u32 = 3;
+/// IndexedDB version: 1 had four stores, 2 added `vectors`, 3 the distillation stores, 4 `turnChunks`.
+const DB_VERSION: u32 = 4;
 const META: &str = "meta";
 const SESSIONS: &str = "sessions";
+/// Schema 1–3: one record per turn / per unit (read only to migrate; empty afterwards).
 const TURNS: &str = "turns";
 const UNITS: &str = "units";
+const TURN_CHUNKS: &str = "turnChunks";
 const VECTORS: &str = "vectors";
 const EPISODES: &str = "episodes";
 const FACTS: &str = "facts";
 const JOBS: &str = "jobs";
-const ALL: [&str; 8] = [META, SESSIONS, TURNS, UNITS, VECTORS, EPISODES, FACTS, JOBS];
+const ALL: [&str; 9] = [META, SESSIONS, TURNS, UNITS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
 /// Keys in the `meta` store.
 const META_KEY: &str = "meta";
 const DISTILL_KEY: &str = "distill";
@@ -86,6 +94,7 @@ impl IdbStore {
             .add_object_store(idb::builder::ObjectStoreBuilder::new(TURNS).key_path(Some(KeyPath::new_single("id"))))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(UNITS).key_path(Some(KeyPath::new_single("id"))))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(VECTORS))
+            .add_object_store(idb::builder::ObjectStoreBuilder::new(TURN_CHUNKS))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(EPISODES).key_path(Some(KeyPath::new_single("id"))))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(FACTS).key_path(Some(KeyPath::new_single("id"))))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(JOBS).key_path(Some(KeyPath::new_single("id"))))
@@ -123,105 +132,150 @@ impl IdbStore {
         tx.object_store(name).map_err(|e| idb_err("opening an object store", e))
     }
 
-    /// Queues all of `batch` into `tx` (reading the vector chunks it touches); the caller commits or aborts.
+    /// Queues all of `batch` into `tx` (reading the turn and vector chunks it touches); the caller commits or aborts.
     async fn queue_write(&self, tx: &idb::Transaction, batch: &WriteBatch) -> Result<()> {
-        // Requests are queued without awaiting each one: the transaction commits them together or not at all.
+        let dim = batch.meta.as_ref().map(|m| m.dim as usize).unwrap_or(self.dim.get());
+        // Refuse a damaged batch before anything is queued.
+        for u in &batch.units {
+            if !u.vectors.is_whole(dim) {
+                return Err(Error::Storage(format!("unit {} has a damaged vector", u.unit.id)));
+            }
+        }
+        self.dim.set(dim);
+        // The chunks this batch touches are read first, inside this transaction; every request is queued before the
+        // first is awaited.
+        let turn_chunks: BTreeSet<u64> =
+            batch.turns.iter().map(|t| t.id).chain(batch.delete_turns.iter().copied()).map(turn_chunk_of).collect();
+        let unit_chunks: BTreeSet<u32> =
+            batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
+        let turn_store = Self::store(tx, TURN_CHUNKS)?;
+        let vectors = Self::store(tx, VECTORS)?;
+        let mut turn_reads = Vec::with_capacity(turn_chunks.len());
+        for &c in &turn_chunks {
+            let req = turn_store.get(Query::Key(JsValue::from(c as f64))).map_err(|e| idb_err("reading turns", e))?;
+            turn_reads.push((c, req));
+        }
+        let mut unit_reads = Vec::with_capacity(unit_chunks.len());
+        for &c in &unit_chunks {
+            unit_reads.push((c, vectors.get(Query::Key(JsValue::from(c))).map_err(|e| idb_err("reading vectors", e))?));
+        }
+
         if let Some(meta) = &batch.meta {
-            self.dim.set(meta.dim as usize);
             Self::store(tx, META)?
                 .put(&ser(meta)?, Some(&JsValue::from_str(META_KEY)))
                 .map_err(|e| idb_err("writing meta", e))?;
-        }
-        let units = Self::store(tx, UNITS)?;
-        for id in &batch.delete_units {
-            units.delete(Query::Key(JsValue::from(*id))).map_err(|e| idb_err("deleting a unit", e))?;
         }
         let sessions = Self::store(tx, SESSIONS)?;
         for s in &batch.sessions {
             sessions.put(&ser(s)?, None).map_err(|e| idb_err("writing a session", e))?;
         }
-        let turns = Self::store(tx, TURNS)?;
-        for t in &batch.turns {
-            turns.put(&ser(t)?, None).map_err(|e| idb_err("writing a turn", e))?;
-        }
-        for u in &batch.units {
-            if !u.vectors.is_whole(self.dim.get()) {
-                return Err(Error::Storage(format!("unit {} has a damaged vector", u.unit.id)));
-            }
-            units.put(&unit_to_js(&u.unit)?, None).map_err(|e| idb_err("writing a unit", e))?;
-        }
         // Deletions after the puts, as MemStore applies them.
-        for id in &batch.delete_turns {
-            turns.delete(Query::Key(JsValue::from(*id as f64))).map_err(|e| idb_err("deleting a turn", e))?;
-        }
         for id in &batch.delete_sessions {
             sessions.delete(Query::Key(JsValue::from_str(id))).map_err(|e| idb_err("deleting a session", e))?;
         }
         write_distill(tx, &batch.distill)?;
 
-        // Vector chunks: read the touched ones inside this transaction, then rewrite them.
-        let touched: BTreeSet<u32> =
-            batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
-        if !touched.is_empty() {
-            let vectors = Self::store(tx, VECTORS)?;
-            let mut reads = Vec::with_capacity(touched.len());
-            for &c in &touched {
-                reads.push((c, vectors.get(Query::Key(JsValue::from(c))).map_err(|e| idb_err("reading vectors", e))?));
+        // Turns: puts, then deletions, into the touched chunks.
+        let mut turns: BTreeMap<u64, BTreeMap<u64, Turn>> = BTreeMap::new();
+        for (c, req) in turn_reads {
+            let record = req.await.map_err(|e| idb_err("reading turns", e))?;
+            turns.insert(c, turns_from_js(record)?);
+        }
+        for t in &batch.turns {
+            if let Some(c) = turns.get_mut(&turn_chunk_of(t.id)) {
+                c.insert(t.id, t.clone());
             }
-            let mut chunks: BTreeMap<u32, Chunk> = BTreeMap::new();
-            for (c, req) in reads {
-                let record = req.await.map_err(|e| idb_err("reading vectors", e))?;
-                let chunk = match record {
-                    Some(r) if !r.is_undefined() => Chunk::from_js(&r)?,
-                    _ => Chunk::new(self.dim.get()),
-                };
-                if chunk.dim != self.dim.get() {
-                    return Err(Error::Storage("a stored vector chunk has another dimension".into()));
-                }
-                chunks.insert(c, chunk);
+        }
+        for id in &batch.delete_turns {
+            if let Some(c) = turns.get_mut(&turn_chunk_of(*id)) {
+                c.remove(id);
             }
-            for id in &batch.delete_units {
-                if let Some(c) = chunks.get_mut(&chunk_of(*id)) {
-                    c.units.remove(id);
-                }
+        }
+        for (n, chunk) in &turns {
+            let key = JsValue::from(*n as f64);
+            if chunk.is_empty() {
+                turn_store.delete(Query::Key(key)).map_err(|e| idb_err("writing turns", e))?;
+            } else {
+                let json = serde_json::to_string(&chunk.values().collect::<Vec<_>>())
+                    .map_err(|e| Error::Storage(format!("encoding turns: {e}")))?;
+                turn_store.put(&JsValue::from_str(&json), Some(&key)).map_err(|e| idb_err("writing turns", e))?;
             }
-            for u in &batch.units {
-                if let Some(c) = chunks.get_mut(&chunk_of(u.unit.id)) {
-                    c.units.insert(u.unit.id, u.vectors.to_int8(self.dim.get()));
-                }
+        }
+
+        // Units and their vectors: deletions, then puts, into the touched chunks.
+        let mut chunks: BTreeMap<u32, Chunk> = BTreeMap::new();
+        for (c, req) in unit_reads {
+            let record = req.await.map_err(|e| idb_err("reading vectors", e))?;
+            let chunk = match record {
+                Some(r) if !r.is_undefined() => Chunk::from_js(&r)?,
+                _ => Chunk::new(dim),
+            };
+            if chunk.dim != dim {
+                return Err(Error::Storage("a stored vector chunk has another dimension".into()));
             }
-            for (n, chunk) in &chunks {
-                let key = JsValue::from(*n);
-                if chunk.units.is_empty() {
-                    vectors.delete(Query::Key(key)).map_err(|e| idb_err("writing vectors", e))?;
-                } else {
-                    vectors.put(&chunk.to_js()?, Some(&key)).map_err(|e| idb_err("writing vectors", e))?;
-                }
+            chunks.insert(c, chunk);
+        }
+        for id in &batch.delete_units {
+            if let Some(c) = chunks.get_mut(&chunk_of(*id)) {
+                c.units.remove(id);
+            }
+        }
+        for u in &batch.units {
+            if let Some(c) = chunks.get_mut(&chunk_of(u.unit.id)) {
+                let (codes, scales) = u.vectors.to_int8(dim);
+                c.units.insert(u.unit.id, ChunkUnit { codes, scales, unit: Some(u.unit.clone()) });
+            }
+        }
+        for (n, chunk) in &chunks {
+            let key = JsValue::from(*n);
+            if chunk.units.is_empty() {
+                vectors.delete(Query::Key(key)).map_err(|e| idb_err("writing vectors", e))?;
+            } else {
+                vectors.put(&chunk.to_js()?, Some(&key)).map_err(|e| idb_err("writing vectors", e))?;
             }
         }
         Ok(())
     }
 
-    /// Schema 1 → current: moves the vectors of every unit record into chunk records, in one transaction.
-    async fn migrate_from_1(&self, meta: &mut Meta, units: &[StoredUnit]) -> Result<()> {
+    /// Schema 1–3 → 4: the turn and unit records move into chunks and the old stores are emptied, in one
+    /// transaction.
+    async fn migrate(&self, meta: &mut Meta, turns: &[Turn], units: &[StoredUnit]) -> Result<()> {
         meta.schema = SCHEMA_VERSION;
-        let batch = WriteBatch { meta: Some(meta.clone()), units: units.to_vec(), ..Default::default() };
-        self.write(batch).await
+        let batch =
+            WriteBatch { meta: Some(meta.clone()), turns: turns.to_vec(), units: units.to_vec(), ..Default::default() };
+        let tx = self.db.transaction(&ALL, TransactionMode::ReadWrite).map_err(|e| idb_err("migrating", e))?;
+        let queued = async {
+            for name in [TURNS, UNITS] {
+                Self::store(&tx, name)?.clear().map_err(|e| idb_err("migrating", e))?;
+            }
+            self.queue_write(&tx, &batch).await
+        };
+        if let Err(e) = queued.await {
+            let _ = tx.abort();
+            return Err(e);
+        }
+        let result = tx.await.map_err(|e| idb_err("migrating", e))?;
+        if result.is_committed() {
+            Ok(())
+        } else {
+            Err(Error::Storage("the migration transaction was aborted".into()))
+        }
     }
 
-    /// Schema 2 → 3: the distillation stores were created by the IndexedDB upgrade; only the meta changes.
-    async fn migrate_from_2(&self, meta: &mut Meta) -> Result<()> {
-        meta.schema = SCHEMA_VERSION;
-        self.write(WriteBatch { meta: Some(meta.clone()), ..Default::default() }).await
+    /// Reads the schema 1–3 records: turns, and units (with their vectors when schema 1 kept them inline).
+    async fn load_legacy(&self) -> Result<(Vec<Turn>, Vec<(Unit, Option<Rows>)>)> {
+        let tx = self.db.transaction(&[TURNS, UNITS], TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
+        let turns_req = Self::store(&tx, TURNS)?.get_all(None, None).map_err(|e| idb_err("reading turns", e))?;
+        let units_req = Self::store(&tx, UNITS)?.get_all(None, None).map_err(|e| idb_err("reading units", e))?;
+        let turns = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
+        let units = units_req.await.map_err(|e| idb_err("reading units", e))?;
+        let turns = turns.into_iter().map(|t| de::<Turn>(t, "turn")).collect::<Result<_>>()?;
+        let units = units.into_iter().map(unit_from_js).collect::<Result<_>>()?;
+        Ok((turns, units))
     }
 }
 
-/// The unit record: the unit alone (its vectors live in a chunk).
-fn unit_to_js(u: &Unit) -> Result<JsValue> {
-    ser(u)
-}
-
-/// A unit record; a schema-1 record still carries its vectors as a `Float32Array`.
+/// A schema 1–3 unit record; a schema-1 record still carries its vectors as a `Float32Array`.
 fn unit_from_js(v: JsValue) -> Result<(Unit, Option<Rows>)> {
     let legacy = Reflect::get(&v, &"vectors".into()).ok().and_then(|x| x.dyn_into::<Float32Array>().ok());
     if legacy.is_some() {
@@ -231,10 +285,30 @@ fn unit_from_js(v: JsValue) -> Result<(Unit, Option<Rows>)> {
     Ok((unit, legacy.map(|a| Rows::F32(a.to_vec()))))
 }
 
-/// The vectors of up to [`VECTOR_CHUNK`] units, in id order, as int8 rows of `dim`.
+/// A turn chunk record (one JSON string) as its turns by id; none when absent.
+fn turns_from_js(record: Option<JsValue>) -> Result<BTreeMap<u64, Turn>> {
+    let Some(json) = record.filter(|r| !r.is_undefined()) else { return Ok(BTreeMap::new()) };
+    let turns = parse_turns(&json)?;
+    Ok(turns.into_iter().map(|t| (t.id, t)).collect())
+}
+
+fn parse_turns(record: &JsValue) -> Result<Vec<Turn>> {
+    let json = record.as_string().ok_or_else(|| Error::Storage("a stored turn chunk is not text".into()))?;
+    serde_json::from_str(&json).map_err(|e| Error::Storage(format!("a stored turn chunk is damaged: {e}")))
+}
+
+/// One unit of a chunk: its int8 rows and, from schema 4, the unit itself (`None`: a schema 2–3 chunk, whose unit
+/// lives in a unit record).
+struct ChunkUnit {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    unit: Option<Unit>,
+}
+
+/// The units of up to [`VECTOR_CHUNK`] ids, in id order, with their vectors as int8 rows of `dim`.
 struct Chunk {
     dim: usize,
-    units: BTreeMap<u32, (Vec<i8>, Vec<f32>)>,
+    units: BTreeMap<u32, ChunkUnit>,
 }
 
 fn typed<T: JsCast>(record: &JsValue, field: &str) -> Result<T> {
@@ -245,11 +319,11 @@ fn typed<T: JsCast>(record: &JsValue, field: &str) -> Result<T> {
 }
 
 impl Chunk {
-    /// Decodes a chunk record, checking that its arrays agree.
     fn new(dim: usize) -> Chunk {
         Chunk { dim, units: BTreeMap::new() }
     }
 
+    /// Decodes a chunk record, checking that its arrays agree.
     fn from_js(record: &JsValue) -> Result<Chunk> {
         let dim = Reflect::get(record, &"dim".into()).ok().and_then(|d| d.as_f64()).unwrap_or(0.0) as usize;
         if dim == 0 {
@@ -263,22 +337,47 @@ impl Chunk {
         if ids.len() != rows.len() || scales.len() != total || codes.len() != total * dim {
             return Err(Error::Storage("a stored vector chunk is damaged".into()));
         }
+        let packed = Reflect::get(record, &"units".into()).ok().and_then(|u| u.as_string());
+        let mut metas: Vec<Option<Unit>> = match packed {
+            Some(json) => {
+                let list: Vec<(String, Vec<u64>)> = serde_json::from_str(&json)
+                    .map_err(|e| Error::Storage(format!("a stored vector chunk is damaged: {e}")))?;
+                if list.len() != ids.len() {
+                    return Err(Error::Storage("a stored vector chunk is damaged".into()));
+                }
+                list.into_iter()
+                    .zip(&ids)
+                    .map(|((session, turn_ids), &id)| Some(Unit { id, session, turn_ids }))
+                    .collect()
+            }
+            None => ids.iter().map(|_| None).collect(),
+        };
         let mut chunk = Chunk::new(dim);
         let (mut row, mut code) = (0, 0);
-        for (&id, &n) in ids.iter().zip(&rows) {
+        for (i, (&id, &n)) in ids.iter().zip(&rows).enumerate() {
             let n = n as usize;
-            chunk.units.insert(id, (codes[code..code + n * dim].to_vec(), scales[row..row + n].to_vec()));
+            let unit = ChunkUnit {
+                codes: codes[code..code + n * dim].to_vec(),
+                scales: scales[row..row + n].to_vec(),
+                unit: metas[i].take(),
+            };
+            chunk.units.insert(id, unit);
             row += n;
             code += n * dim;
         }
         Ok(chunk)
     }
 
+    /// The record; units whose unit record was never seen (orphan vectors of schema 2–3) are dropped.
     fn to_js(&self) -> Result<JsValue> {
-        let ids: Vec<u32> = self.units.keys().copied().collect();
-        let rows: Vec<u32> = self.units.values().map(|(_, s)| s.len() as u32).collect();
-        let scales: Vec<f32> = self.units.values().flat_map(|(_, s)| s.iter().copied()).collect();
-        let codes: Vec<i8> = self.units.values().flat_map(|(c, _)| c.iter().copied()).collect();
+        let kept = || self.units.iter().filter(|(_, u)| u.unit.is_some());
+        let ids: Vec<u32> = kept().map(|(&id, _)| id).collect();
+        let rows: Vec<u32> = kept().map(|(_, u)| u.scales.len() as u32).collect();
+        let scales: Vec<f32> = kept().flat_map(|(_, u)| u.scales.iter().copied()).collect();
+        let codes: Vec<i8> = kept().flat_map(|(_, u)| u.codes.iter().copied()).collect();
+        let metas: Vec<(&str, &[u64])> =
+            kept().filter_map(|(_, u)| u.unit.as_ref()).map(|u| (u.session.as_str(), u.turn_ids.as_slice())).collect();
+        let units = serde_json::to_string(&metas).map_err(|e| Error::Storage(format!("encoding units: {e}")))?;
         let o = Object::new();
         let set = |k: &str, v: &JsValue| {
             Reflect::set(&o, &k.into(), v).map_err(|_| Error::Storage("encoding a vector chunk".into()))
@@ -288,6 +387,7 @@ impl Chunk {
         set("rows", &Uint32Array::from(rows.as_slice()))?;
         set("scales", &Float32Array::from(scales.as_slice()))?;
         set("codes", &Int8Array::from(codes.as_slice()))?;
+        set("units", &JsValue::from_str(&units))?;
         Ok(o.into())
     }
 }
@@ -333,11 +433,16 @@ fn chunk_of(unit: u32) -> u32 {
     unit / VECTOR_CHUNK
 }
 
+fn turn_chunk_of(turn: u64) -> u64 {
+    turn / TURN_CHUNK
+}
+
 #[async_trait(?Send)]
 impl Store for IdbStore {
     async fn load(&self) -> Result<Snapshot> {
-        let tx = self.db.transaction(&ALL, TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
-        // Every request is queued before the first is awaited: one round of nine requests, whatever the size.
+        let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
+        let tx = self.db.transaction(&reading, TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
+        // Every request is queued before the first is awaited: one round of eight requests, whatever the size.
         let meta_store = Self::store(&tx, META)?;
         let meta_req = meta_store.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
         let distill_meta_req =
@@ -346,8 +451,7 @@ impl Store for IdbStore {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };
         let sessions_req = get_all(SESSIONS)?;
-        let turns_req = get_all(TURNS)?;
-        let units_req = get_all(UNITS)?;
+        let turns_req = get_all(TURN_CHUNKS)?;
         let vectors_req = get_all(VECTORS)?;
         let episodes_req = get_all(EPISODES)?;
         let facts_req = get_all(FACTS)?;
@@ -355,8 +459,7 @@ impl Store for IdbStore {
         let meta = meta_req.await.map_err(|e| idb_err("reading meta", e))?;
         let distill_meta = distill_meta_req.await.map_err(|e| idb_err("reading distill meta", e))?;
         let sessions = sessions_req.await.map_err(|e| idb_err("reading sessions", e))?;
-        let turns = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
-        let units = units_req.await.map_err(|e| idb_err("reading units", e))?;
+        let turn_chunks = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
         let chunks = vectors_req.await.map_err(|e| idb_err("reading vectors", e))?;
         let episodes = episodes_req.await.map_err(|e| idb_err("reading episodes", e))?;
         let facts = facts_req.await.map_err(|e| idb_err("reading facts", e))?;
@@ -368,30 +471,36 @@ impl Store for IdbStore {
         if let Some(m) = &meta {
             self.dim.set(m.dim as usize);
         }
-        let mut vectors: HashMap<u32, Rows> = HashMap::with_capacity(units.len());
+        let mut turns = Vec::new();
+        for c in &turn_chunks {
+            turns.append(&mut parse_turns(c)?);
+        }
+        let mut units = Vec::new();
+        // Schema 2–3 chunks: vectors whose unit lives in a unit record.
+        let mut orphans: HashMap<u32, Rows> = HashMap::new();
         for c in &chunks {
-            for (id, (codes, scales)) in Chunk::from_js(c)?.units {
-                vectors.insert(id, Rows::Int8 { codes, scales });
+            for (id, u) in Chunk::from_js(c)?.units {
+                let vectors = Rows::Int8 { codes: u.codes, scales: u.scales };
+                match u.unit {
+                    Some(unit) => units.push(StoredUnit { unit, vectors }),
+                    None => drop(orphans.insert(id, vectors)),
+                }
             }
         }
-        let mut legacy = false;
-        let units = units
-            .into_iter()
-            .map(|u| {
-                let (unit, inline) = unit_from_js(u)?;
-                legacy |= inline.is_some();
+        if let Some(m) = meta.as_mut().filter(|m| m.schema < SCHEMA_VERSION) {
+            let (legacy_turns, legacy_units) = self.load_legacy().await?;
+            let mut moved = Vec::with_capacity(legacy_units.len());
+            for (unit, inline) in legacy_units {
                 let vectors = inline
-                    .or_else(|| vectors.remove(&unit.id))
+                    .or_else(|| orphans.remove(&unit.id))
                     .ok_or_else(|| Error::Storage(format!("unit {} has no stored vectors", unit.id)))?;
-                Ok(StoredUnit { unit, vectors })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        if let Some(m) = meta.as_mut() {
-            if m.schema == 1 && legacy {
-                self.migrate_from_1(m, &units).await?;
-            } else if m.schema == 1 || m.schema == 2 {
-                self.migrate_from_2(m).await?;
+                moved.push(StoredUnit { unit, vectors });
             }
+            self.migrate(m, &legacy_turns, &moved).await?;
+            turns.extend(legacy_turns);
+            turns.sort_by_key(|t| t.id);
+            units.extend(moved);
+            units.sort_by_key(|u| u.unit.id);
         }
         let distill = DistillRecords {
             meta: match distill_meta {
@@ -405,7 +514,7 @@ impl Store for IdbStore {
         Ok(Snapshot {
             meta,
             sessions: sessions.into_iter().map(|s| de::<Session>(s, "session")).collect::<Result<_>>()?,
-            turns: turns.into_iter().map(|t| de::<Turn>(t, "turn")).collect::<Result<_>>()?,
+            turns,
             units,
             distill,
         })

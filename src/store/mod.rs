@@ -22,11 +22,16 @@ use crate::types::{Session, Turn, Unit, UnitMode};
 /// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
 /// 2: vectors as int8 in chunk records of [`VECTOR_CHUNK`] units (IndexedDB), no longer inside unit records.
 /// 3: distillation persisted (IndexedDB stores `episodes`, `facts`, `jobs`, and a `distill` record in `meta`).
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: turns packed into chunk records of [`TURN_CHUNK`] turns (one JSON string each), units inside the vector chunks
+/// (IndexedDB), no longer one record per turn and per unit.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Units per vector chunk record: unit `id` lives in chunk `id / VECTOR_CHUNK`, so open reads about
 /// `units / VECTOR_CHUNK` records of vectors, and a write rewrites only the chunks it touches.
 pub const VECTOR_CHUNK: u32 = 512;
+
+/// Turns per turn chunk record: turn `id` lives in chunk `id / TURN_CHUNK` (IndexedDB, schema 4).
+pub const TURN_CHUNK: u64 = 512;
 
 /// What a database was built with, and its id counters.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
