@@ -9,7 +9,7 @@
 //   POST /__reset               empties the queue and the log.
 //   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
 //   GET  /__health              "ok".
-//   GET  /__fixture/locomo/N    the `conversation` object of LoCoMo sample N, read from ../shared/data/locomo (or
+//   GET  /__fixture/locomo/N    {sampleId, conversation, questions} of LoCoMo sample N, read from ../shared/data/locomo (or
 //                               $LOCI_LOCOMO) at request time, for browser tests that cannot read files (the data
 //                               is never committed); 404 when it is not there.
 // Steps (each consumed by one request; `times: n` repeats a step n times; `delayMs` waits before answering):
@@ -272,7 +272,8 @@ const server = http.createServer(async (req, res) => {
       }
       const sample = data[Number(fixture[1])];
       if (!sample) return send(res, 404, { error: { message: `no LoCoMo sample ${fixture[1]}` } });
-      return send(res, 200, { sampleId: sample.sample_id, conversation: sample.conversation });
+      const questions = (sample.qa ?? []).map((q) => q.question);
+      return send(res, 200, { sampleId: sample.sample_id, conversation: sample.conversation, questions });
     }
     if (req.method === "POST" && path === "/__reset") {
       queue = [];
