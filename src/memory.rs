@@ -426,6 +426,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             lexical: &self.lexical,
             lexical_scores: &self.lexical_scratch,
             sessions: self.sessions.len(),
+            query,
+            session_info: &self.sessions,
         };
         let ranked =
             recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch);

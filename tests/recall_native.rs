@@ -183,3 +183,91 @@ fn loci_eval_runs_on_the_longmemeval_fixture() {
         assert_eq!(d["recall_all@10"], 100.0);
     }
 }
+
+/// A date named in the question lifts the sessions of that day (the sessions' times come from the messages).
+#[test]
+fn a_named_date_reaches_the_session_of_that_day() {
+    let mut m = filled(MemStore::new());
+    for (q, gold) in [
+        ("What did Ana and Ben talk about on 8 May, 2023?", "s3-trip"),
+        ("What news did Ben share on May 15, 2023?", "s4-work"),
+    ] {
+        assert_eq!(top(&mut m, q, 1, RecallMethod::default())[0].0, gold, "{q}");
+    }
+    // A month with no year matches that month; dates the memory does not span change nothing.
+    let plain = top(&mut m, "What did Ben say about his dog?", 5, RecallMethod::default());
+    let dated = top(&mut m, "What did Ben say about his dog in March 2021?", 5, RecallMethod::default());
+    assert_eq!(plain.iter().map(|s| &s.0).collect::<Vec<_>>(), dated.iter().map(|s| &s.0).collect::<Vec<_>>());
+}
+
+/// The cost of the default at browser scale: 100k units in 1,000 sessions, ranked by the hybrid (two mixes, BM25
+/// feedback over 20 terms, session BM25, date) against the plain BM25 ranking over the same evidence. Run with
+/// `cargo test --release --test recall_native -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn hybrid_cost_at_100k_units() {
+    use loci::index::Bm25Index;
+    use loci::recall::{rank, Evidence, Scratch};
+    let (units, sessions) = (100_000u32, 1_000u32);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut lex = Bm25Index::new();
+    let mut row_session = Vec::new();
+    let mut row_unit = Vec::new();
+    let mut dense = Vec::new();
+    let mut text = String::new();
+    for u in 0..units {
+        text.clear();
+        for _ in 0..30 {
+            // Zipf-like vocabulary of 20k words.
+            let r = (next() % 1_000_000) as f64 / 1_000_000.0;
+            let w = (20_000f64.powf(r)) as u32;
+            text.push_str(&format!("w{w}x "));
+        }
+        let s = u / (units / sessions);
+        lex.insert(u, s, &text);
+        row_session.push(s);
+        row_unit.push(u);
+        dense.push((next() % 1000) as f32 / 1000.0);
+    }
+    let info: Vec<loci::types::Session> = (0..sessions)
+        .map(|s| loci::types::Session {
+            id: format!("s{s}"),
+            first_time: 1.6e12 + s as f64 * 8.64e7,
+            last_time: 1.6e12 + s as f64 * 8.64e7 + 3.6e6,
+            turn_count: 200,
+            title: None,
+        })
+        .collect();
+    let query = "what did w3x and w40x say about w700x in July 2020?";
+    let mut ls = Vec::new();
+    let mut sc = Scratch::default();
+    for method in [RecallMethod::Bm25, RecallMethod::Hybrid] {
+        let started = std::time::Instant::now();
+        let n = 20;
+        for _ in 0..n {
+            lex.scores_into(&lex.query(query), &mut ls);
+            let ev = Evidence {
+                dense: &dense,
+                row_session: &row_session,
+                row_unit: &row_unit,
+                lexical: &lex,
+                lexical_scores: &ls,
+                sessions: sessions as usize,
+                query,
+                session_info: &info,
+            };
+            std::hint::black_box(rank(method, &ev, 10, 1, &mut sc));
+        }
+        eprintln!(
+            "{}: {:.1} ms per query (lexical scoring + rank)",
+            method.name(),
+            started.elapsed().as_secs_f64() * 1e3 / n as f64
+        );
+    }
+}

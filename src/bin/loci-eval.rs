@@ -51,6 +51,7 @@ mod cli {
 
     const USAGE: &str = "usage: loci-eval (locomo|longmemeval) --data FILE [--method NAME|all] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
+       [--per-question JSONL]
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
 
     struct Args {
@@ -65,6 +66,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         limit: Option<usize>,
         variant: Option<GroundTruth>,
         vectors: Precision,
+        per_question: Option<PathBuf>,
     }
 
     /// A benchmarked method: one of the library's, or the session-level baseline (whole session embedded).
@@ -130,6 +132,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             limit: None,
             variant: None,
             vectors: Precision::default(),
+            per_question: None,
         };
         while let Some(a) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
@@ -140,6 +143,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     args.methods = v.split(',').map(parse_method).collect::<Result<Vec<_>, _>>()?.concat();
                 }
                 "--json" => args.json = Some(value()?.into()),
+                "--per-question" => args.per_question = Some(value()?.into()),
                 "--units" => {
                     args.unit_mode = match value()?.as_str() {
                         "pair" => UnitMode::Pair,
@@ -206,7 +210,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             .join(format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model)));
         let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, args.cache.then_some(cache_path))?)));
         let embed = EmbedConfig { truncate: args.truncate, ..EmbedConfig::default() };
-        let config = MemoryConfig { unit_mode: args.unit_mode, embed, vectors: args.vectors, ..MemoryConfig::default() };
+        let config =
+            MemoryConfig { unit_mode: args.unit_mode, embed, vectors: args.vectors, ..MemoryConfig::default() };
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
 
         // Ingest every corpus once (the variants share their sessions; only the questions differ).
@@ -269,6 +274,12 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             runtime.0.borrow_mut().save()?;
         }
 
+        let mut dump = match &args.per_question {
+            Some(p) => {
+                Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?))
+            }
+            None => None,
+        };
         let mut out = Map::new();
         for (gt, corpora) in &variants {
             let n_questions: usize = corpora.iter().map(|c| c.questions.len()).sum();
@@ -301,6 +312,12 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                                     .collect()
                             }
                         };
+                        if let Some(f) = dump.as_mut() {
+                            let line = json!({"variant": gt.name(), "method": method.key(), "corpus": corpus.id,
+                                "id": q.id, "category": q.category, "question": q.question,
+                                "gold": q.gold_sessions, "ranking": ranking});
+                            writeln!(f, "{line}").map_err(|e| e.to_string())?;
+                        }
                         results.push(QuestionResult::new(q, ranking));
                         bar.inc(1);
                     }
@@ -590,7 +607,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         #[test]
         fn parses_both_datasets_dates() {
             assert_eq!(session_time("1:56 pm on 8 May, 2023"), Some(1_683_554_160_000.0));
-            assert_eq!(session_time("10:04 am on 19 January, 2023").is_some(), true);
+            assert!(session_time("10:04 am on 19 January, 2023").is_some());
             assert_eq!(session_time("2023/05/20 (Sat) 02:21"), Some(1_684_549_260_000.0));
             assert_eq!(session_time("someday"), None);
         }

@@ -132,6 +132,21 @@ impl Bm25Index {
         *self = Self::default();
     }
 
+    /// Terms of a document: (term, frequency), each term once.
+    pub fn doc_terms(&self, doc: usize) -> &[(u32, u16)] {
+        &self.docs[doc].terms
+    }
+
+    /// Length of a document in tokens (after stopwords).
+    pub fn doc_len(&self, doc: usize) -> u32 {
+        self.docs[doc].len
+    }
+
+    /// Number of documents holding `term`.
+    pub fn df(&self, term: u32) -> usize {
+        self.postings[term as usize].len()
+    }
+
     /// Tokenizes a query against the vocabulary (terms the index has never seen cannot score and are dropped).
     pub fn query(&self, text: &str) -> Query {
         let mut terms: Vec<(u32, u16)> = Vec::new();
@@ -147,7 +162,7 @@ impl Bm25Index {
     }
 
     /// The BM25 idf of a term: ln(1 + (N − df + 0.5) / (df + 0.5)), always positive (the Lucene form).
-    fn idf(&self, term: u32) -> f32 {
+    pub fn idf(&self, term: u32) -> f32 {
         let n = self.docs.len() as f32;
         let df = self.postings[term as usize].len() as f32;
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
@@ -168,6 +183,111 @@ impl Bm25Index {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
                 out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+    }
+}
+
+impl Query {
+    /// (term, frequency in the query).
+    pub fn terms(&self) -> &[(u32, u16)] {
+        &self.terms
+    }
+}
+
+/// BM25 b when whole sessions are the documents: sessions differ in length by tens of units, and a long session
+/// matching a term once is weaker evidence than a short one, so length counts as much as usual (0.75).
+pub const B_SESSION: f32 = 0.75;
+
+impl Bm25Index {
+    /// Adds the BM25 score of weighted terms (term, weight in place of the query frequency) to `out`, indexed by
+    /// document number (`out` holds one entry per document).
+    pub fn add_weighted_scores(&self, terms: &[(u32, f32)], out: &mut [f32]) {
+        if self.docs.is_empty() || out.len() < self.docs.len() {
+            return;
+        }
+        let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
+        for &(t, qw) in terms {
+            let w = self.idf(t) * qw;
+            for &(d, tf) in &self.postings[t as usize] {
+                let tf = tf as f32;
+                let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
+                out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+    }
+
+    /// Pseudo-relevance feedback: the `n_terms` terms that best characterise `docs` ((document, weight) pairs),
+    /// scored Σ weight · tf / len · idf, into `out` best first with weights scaled to sum to `total`. Terms held
+    /// by a single document in the index are skipped (names and typos of one exchange do not generalise).
+    /// `acc` is a scratch buffer (one entry per vocabulary term, left zeroed).
+    pub fn expansion_into(
+        &self,
+        docs: &[(usize, f32)],
+        n_terms: usize,
+        total: f32,
+        acc: &mut Vec<f32>,
+        out: &mut Vec<(u32, f32)>,
+    ) {
+        out.clear();
+        acc.resize(self.postings.len(), 0.0);
+        for &(d, w) in docs {
+            let Some(doc) = self.docs.get(d) else { continue };
+            if w <= 0.0 || doc.len == 0 {
+                continue;
+            }
+            for &(t, tf) in &doc.terms {
+                if self.postings[t as usize].len() < 2 {
+                    continue;
+                }
+                if acc[t as usize] == 0.0 {
+                    out.push((t, 0.0));
+                }
+                acc[t as usize] += w * tf as f32 / doc.len as f32 * self.idf(t);
+            }
+        }
+        for e in out.iter_mut() {
+            e.1 = std::mem::take(&mut acc[e.0 as usize]);
+        }
+        out.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out.truncate(n_terms);
+        let sum: f32 = out.iter().map(|e| e.1).sum();
+        if sum > 0.0 {
+            out.iter_mut().for_each(|e| e.1 *= total / sum);
+        }
+    }
+
+    /// BM25 of `query` with whole sessions as the documents (a session = the concatenation of its units; idf over
+    /// sessions; b = [`B_SESSION`]) into `out`, indexed by session number `0..sessions`. `scratch` is reused.
+    pub fn session_scores_into(&self, query: &Query, sessions: usize, scratch: &mut Vec<f32>, out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(sessions, 0.0);
+        scratch.clear();
+        scratch.resize(2 * sessions, 0.0);
+        let (len, tf) = scratch.split_at_mut(sessions);
+        for d in self.docs.iter().filter(|d| (d.session as usize) < sessions) {
+            len[d.session as usize] += d.len as f32;
+        }
+        let present = len.iter().filter(|&&l| l > 0.0).count();
+        if present == 0 {
+            return;
+        }
+        let n = present as f32;
+        let avg = (len.iter().sum::<f32>() / n).max(1.0);
+        for &(t, qtf) in &query.terms {
+            tf.iter_mut().for_each(|x| *x = 0.0);
+            for &(d, f) in &self.postings[t as usize] {
+                let s = self.docs[d as usize].session as usize;
+                if s < sessions {
+                    tf[s] += f as f32;
+                }
+            }
+            let df = tf.iter().filter(|&&x| x > 0.0).count() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() * qtf as f32;
+            for ((o, &f), &l) in out.iter_mut().zip(tf.iter()).zip(len.iter()) {
+                if f > 0.0 {
+                    *o += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B_SESSION + B_SESSION * l / avg));
+                }
             }
         }
     }
@@ -310,6 +430,61 @@ mod tests {
         assert!(out[2] > out[0] && out[0] > 0.0);
         ix.scores_into(&ix.query("unknown words only"), &mut out);
         assert!(out.iter().all(|&s| s == 0.0));
+    }
+
+    #[test]
+    fn weighted_terms_score_as_repeated_query_terms() {
+        let ix = tiny();
+        let mut plain = Vec::new();
+        ix.scores_into(&ix.query("cat cat market"), &mut plain);
+        let terms: Vec<(u32, f32)> = ix.query("cat market").terms().iter().map(|&(t, _)| (t, 1.0)).collect();
+        let cat = terms[0].0;
+        let weighted = [(cat, 2.0), terms[1]];
+        let mut out = vec![0.0; ix.len()];
+        ix.add_weighted_scores(&weighted, &mut out);
+        for (a, b) in plain.iter().zip(&out) {
+            assert!((a - b).abs() < 1e-6);
+        }
+        ix.add_weighted_scores(&weighted, &mut out[..1]); // too short: ignored
+    }
+
+    #[test]
+    fn expansion_picks_shared_terms_of_the_feedback_documents() {
+        let mut ix = Bm25Index::new();
+        ix.insert(1, 0, "pottery class and a kiln");
+        ix.insert(2, 0, "kiln firing pottery glaze");
+        ix.insert(3, 1, "glaze recipe");
+        ix.insert(4, 1, "zebra");
+        let (mut acc, mut out) = (Vec::new(), Vec::new());
+        ix.expansion_into(&[(0, 1.0), (1, 0.5)], 3, 2.0, &mut acc, &mut out);
+        let id = |w: &str| ix.query(w).terms()[0].0;
+        // "class" and "firing" are in one document of the index only: skipped. Kiln and pottery (in both feedback
+        // documents) lead; glaze follows.
+        let got: Vec<u32> = out.iter().map(|e| e.0).collect();
+        assert_eq!(got.len(), 3);
+        assert!(got[..2].contains(&id("kiln")) && got[..2].contains(&id("pottery")) && got[2] == id("glaze"));
+        assert!((out.iter().map(|e| e.1).sum::<f32>() - 2.0).abs() < 1e-5);
+        assert!(acc.iter().all(|&x| x == 0.0), "the accumulator is left zeroed");
+        ix.expansion_into(&[(0, 0.0), (9, 1.0)], 3, 2.0, &mut acc, &mut out);
+        assert!(out.is_empty(), "zero weights and unknown documents add nothing");
+    }
+
+    #[test]
+    fn session_documents_sum_their_units() {
+        let ix = tiny();
+        let mut out = Vec::new();
+        let mut scratch = Vec::new();
+        ix.session_scores_into(&ix.query("cat"), 2, &mut scratch, &mut out);
+        // Session 0 = [cat sat mat] + [dog chas cat cat ran]: tf 3, length 8; session 1 length 4; cat in 1 of 2.
+        let idf = (1.0f32 + (2.0 - 1.0 + 0.5) / (1.0 + 0.5)).ln();
+        let avg = 12.0 / 2.0;
+        let want = idf * 3.0 * (K1 + 1.0) / (3.0 + K1 * (1.0 - B_SESSION + B_SESSION * 8.0 / avg));
+        assert!((out[0] - want).abs() < 1e-6, "{} {want}", out[0]);
+        assert_eq!(out[1], 0.0);
+        ix.session_scores_into(&ix.query("cat"), 1, &mut scratch, &mut out);
+        assert_eq!(out.len(), 1, "sessions beyond the count are left out");
+        Bm25Index::new().session_scores_into(&ix.query("cat"), 3, &mut scratch, &mut out);
+        assert_eq!(out, vec![0.0; 3]);
     }
 
     #[test]
