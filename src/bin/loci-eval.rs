@@ -41,6 +41,8 @@ mod cli {
     use loci::eval::report::{aggregate, QuestionResult, Report};
     use loci::eval::{locomo, longmemeval, EvalCorpus, GroundTruth};
     use loci::index::vectors::Precision;
+    use loci::llm::native::UreqTransport;
+    use loci::llm::openai::{OpenAiClient, OpenAiConfig};
     use loci::memory::{Memory, MemoryConfig, RecallOptions};
     use loci::recall::{self, RecallMethod};
     use loci::store::MemStore;
@@ -50,6 +52,10 @@ mod cli {
     use serde_json::{json, Map, Value};
 
     const USAGE: &str = "usage: loci-eval (locomo|longmemeval) --data FILE [--method NAME|all] [--json PATH]
+       loci-eval prune --data LOCOMO_FILE [--budget RATIO] [--neighbours N] [--json PATH]
+       loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
+                    [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]] [--prune llm|extractive|none]
+                    [--limit N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL]
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
@@ -181,6 +187,11 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
     }
 
     pub fn main() -> Result<(), String> {
+        match std::env::args().nth(1).as_deref() {
+            Some("prune") => return prune_main(),
+            Some("qa") => return qa_main(),
+            _ => {}
+        }
         let args = parse_args()?;
         let load = |gt| match args.dataset.as_str() {
             "locomo" => locomo::load(&args.data, gt),
@@ -197,18 +208,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let label: fn(&str) -> Option<&'static str> =
             if args.dataset == "locomo" { locomo::category_name } else { |_| None };
 
-        let model_dir = default_model_dir();
-        let model = std::fs::read(model_dir.join("model.onnx"))
-            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs native`", model_dir.display()))?;
-        let tokenizer = std::fs::read_to_string(model_dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
-        let tokenizer = WordPiece::from_tokenizer_json(&tokenizer).map_err(|e| e.to_string())?;
-        let dylib = default_dylib_path().ok_or("no onnxruntime library; run `node scripts/setup.mjs native`")?;
-        let ort = OnnxRuntime::native(&model, &dylib, args.threads).map_err(|e| e.to_string())?;
-        let cache_path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join("loci-eval-cache")
-            .join(format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model)));
-        let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, args.cache.then_some(cache_path))?)));
+        let (tokenizer, runtime) = model_runtime(args.threads, args.cache)?;
         let embed = EmbedConfig { truncate: args.truncate, ..EmbedConfig::default() };
         let config =
             MemoryConfig { unit_mode: args.unit_mode, embed, vectors: args.vectors, ..MemoryConfig::default() };
@@ -216,45 +216,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
 
         // Ingest every corpus once (the variants share their sessions; only the questions differ).
         let corpora = &variants[0].1;
-        let units_total: usize = corpora.iter().flat_map(|c| &c.sessions).map(|s| s.turns.len()).sum();
-        let bar = progress(units_total as u64, "ingest (turns)");
-        let started = Instant::now();
-        let mut memories: HashMap<String, Memory<MemStore, SharedRuntime>> = HashMap::new();
-        let (mut n_sessions, mut n_units) = (0, 0);
-        for corpus in corpora {
-            let mut memory = block_on(Memory::open(MemStore::new(), embedder()?, config)).map_err(|e| e.to_string())?;
-            for (i, session) in corpus.sessions.iter().enumerate() {
-                let time = session_time(&session.date).unwrap_or(i as f64 * 86_400_000.0);
-                let messages: Vec<MessageInput> = session
-                    .turns
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| MessageInput {
-                        speaker: Some(t.speaker.clone()),
-                        content: t.text.clone(),
-                        caption: t.caption.clone(),
-                        time: Some(TimeInput::Millis(time + j as f64 * 1000.0)),
-                        ..Default::default()
-                    })
-                    .collect();
-                block_on(memory.add_messages(&messages, Some(&session.id), time))
-                    .map_err(|e| format!("{} {}: {e}", corpus.id, session.id))?;
-                bar.inc(session.turns.len() as u64);
-            }
-            let stats = memory.stats();
-            n_sessions += stats.sessions;
-            n_units += stats.units;
-            memories.insert(corpus.id.clone(), memory);
-        }
-        bar.finish_and_clear();
-        let embed_seconds = started.elapsed().as_secs_f64();
-        runtime.0.borrow_mut().save()?;
-        let (hits, misses) = runtime.0.borrow().counts();
-        eprintln!(
-            "ingested {} corpora, {n_sessions} sessions, {n_units} units in {embed_seconds:.1} s \
-             (window cache: {hits} hits, {misses} model runs)",
-            corpora.len()
-        );
+        let (mut memories, embed_seconds, n_sessions, n_units) = ingest(corpora, &embedder, config, &runtime)?;
+        let cache_hits = runtime.0.borrow().counts().0;
 
         // Session-level baseline vectors, only when asked for.
         let mut session_vectors: HashMap<String, (Vec<f32>, Vec<u32>)> = HashMap::new();
@@ -340,7 +303,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 entry.insert("unit_mode".into(), json!(args.unit_mode));
                 entry.insert("truncate".into(), json!(args.truncate));
                 entry.insert("embed_seconds".into(), json!(round3(embed_seconds)));
-                entry.insert("embed_cache_hits".into(), json!(hits));
+                entry.insert("embed_cache_hits".into(), json!(cache_hits));
                 entry.insert("ms_per_query".into(), json!(round3(seconds * 1000.0 / n_questions.max(1) as f64)));
                 per_method.insert(method.key(), Value::Object(entry));
                 println!("{}", report.format_table(&format!("{} — {}", gt.name(), method.label()), label));
@@ -394,6 +357,227 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             ));
         }
         s
+    }
+
+    /// The model with the on-disk window cache, shared by every memory of a run.
+    fn model_runtime(threads: usize, cache: bool) -> Result<(WordPiece, SharedRuntime), String> {
+        let model_dir = default_model_dir();
+        let model = std::fs::read(model_dir.join("model.onnx"))
+            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs native`", model_dir.display()))?;
+        let tokenizer = std::fs::read_to_string(model_dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
+        let tokenizer = WordPiece::from_tokenizer_json(&tokenizer).map_err(|e| e.to_string())?;
+        let dylib = default_dylib_path().ok_or("no onnxruntime library; run `node scripts/setup.mjs native`")?;
+        let ort = OnnxRuntime::native(&model, &dylib, threads).map_err(|e| e.to_string())?;
+        let cache_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join("loci-eval-cache")
+            .join(format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model)));
+        let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, cache.then_some(cache_path))?)));
+        Ok((tokenizer, runtime))
+    }
+
+    type Memories = HashMap<String, Memory<MemStore, SharedRuntime>>;
+
+    /// One memory per corpus, filled through the library's own ingestion. Returns the memories, the seconds spent,
+    /// and the sessions and units stored.
+    fn ingest(
+        corpora: &[EvalCorpus],
+        embedder: &dyn Fn() -> Result<Embedder<SharedRuntime>, String>,
+        config: MemoryConfig,
+        runtime: &SharedRuntime,
+    ) -> Result<(Memories, f64, usize, usize), String> {
+        let units_total: usize = corpora.iter().flat_map(|c| &c.sessions).map(|s| s.turns.len()).sum();
+        let bar = progress(units_total as u64, "ingest (turns)");
+        let started = Instant::now();
+        let mut memories: HashMap<String, Memory<MemStore, SharedRuntime>> = HashMap::new();
+        let (mut n_sessions, mut n_units) = (0, 0);
+        for corpus in corpora {
+            let mut memory = block_on(Memory::open(MemStore::new(), embedder()?, config)).map_err(|e| e.to_string())?;
+            for (i, session) in corpus.sessions.iter().enumerate() {
+                let time = session_time(&session.date).unwrap_or(i as f64 * 86_400_000.0);
+                let messages: Vec<MessageInput> = session
+                    .turns
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| MessageInput {
+                        speaker: Some(t.speaker.clone()),
+                        content: t.text.clone(),
+                        caption: t.caption.clone(),
+                        time: Some(TimeInput::Millis(time + j as f64 * 1000.0)),
+                        ..Default::default()
+                    })
+                    .collect();
+                block_on(memory.add_messages(&messages, Some(&session.id), time))
+                    .map_err(|e| format!("{} {}: {e}", corpus.id, session.id))?;
+                bar.inc(session.turns.len() as u64);
+            }
+            let stats = memory.stats();
+            n_sessions += stats.sessions;
+            n_units += stats.units;
+            memories.insert(corpus.id.clone(), memory);
+        }
+        bar.finish_and_clear();
+        let embed_seconds = started.elapsed().as_secs_f64();
+        runtime.0.borrow_mut().save()?;
+        let (hits, misses) = runtime.0.borrow().counts();
+        eprintln!(
+            "ingested {} corpora, {n_sessions} sessions, {n_units} units in {embed_seconds:.1} s \
+             (window cache: {hits} hits, {misses} model runs)",
+            corpora.len()
+        );
+
+        Ok((memories, embed_seconds, n_sessions, n_units))
+    }
+
+    /// `--name value` options of the `prune` and `qa` subcommands.
+    fn options(known: &[&str]) -> Result<HashMap<String, String>, String> {
+        let mut out = HashMap::new();
+        let mut it = std::env::args().skip(2);
+        while let Some(a) = it.next() {
+            let name = a
+                .strip_prefix("--")
+                .filter(|n| known.contains(n))
+                .ok_or_else(|| format!("unknown argument {a}\n{USAGE}"))?;
+            out.insert(name.to_string(), it.next().ok_or_else(|| format!("{a} needs a value"))?);
+        }
+        if !out.contains_key("data") {
+            return Err(format!("--data is required\n{USAGE}"));
+        }
+        Ok(out)
+    }
+
+    fn write_json(path: Option<&String>, value: &Value) -> Result<(), String> {
+        if let Some(p) = path {
+            std::fs::write(p, serde_json::to_string_pretty(value).map_err(|e| e.to_string())?)
+                .map_err(|e| format!("{p}: {e}"))?;
+            eprintln!("wrote {p}");
+        }
+        Ok(())
+    }
+
+    /// The extractive pruning benchmark: of the questions whose gold session was retrieved, the share whose gold
+    /// evidence turns survive pruning, against the tokens kept relative to the unpruned top k.
+    fn prune_main() -> Result<(), String> {
+        let o = options(&["data", "budget", "neighbours", "json"])?;
+        let corpora = locomo::load(Path::new(&o["data"]), GroundTruth::Clean)?;
+        let mut bench = loci::eval::prune_bench::PruneBenchOptions::default();
+        if let Some(b) = o.get("budget") {
+            bench.extractive.budget_ratio = b.parse().map_err(|_| "--budget RATIO (0–1)")?;
+        }
+        if let Some(n) = o.get("neighbours") {
+            bench.extractive.neighbours = n.parse().map_err(|_| "--neighbours N")?;
+        }
+        let (tokenizer, runtime) = model_runtime(2, true)?;
+        let mut embedder =
+            Embedder::new(tokenizer, runtime.clone(), EmbedConfig::default()).map_err(|e| e.to_string())?;
+        let n: usize = corpora.iter().map(|c| c.questions.len()).sum();
+        let bar = progress(corpora.len() as u64, &format!("prune ({n} questions)"));
+        let report = block_on(loci::eval::prune_bench::run(&corpora, &mut embedder, &bench, |done, _| {
+            bar.set_position(done as u64)
+        }))
+        .map_err(|e| e.to_string())?;
+        bar.finish_and_clear();
+        runtime.0.borrow_mut().save()?;
+        println!(
+            "extractive pruning (k = {}, budget {}, neighbours {}): evidence kept {:.1}% at {:.1}% of the tokens \
+             ({} questions counted, {} with evidence outside the top k)",
+            report.k,
+            report.budget_ratio,
+            report.neighbours,
+            report.evidence_kept * 100.0,
+            report.token_ratio * 100.0,
+            report.n,
+            report.not_retrieved
+        );
+        for (category, score) in &report.per_category {
+            let name = locomo::category_name(category).unwrap_or(category);
+            println!(
+                "  {name:<12} n={:<5} evidence kept {:.1}%  tokens {:.1}%",
+                score.n,
+                score.evidence_kept * 100.0,
+                score.token_ratio * 100.0
+            );
+        }
+        write_json(o.get("json"), &serde_json::to_value(&report).map_err(|e| e.to_string())?)
+    }
+
+    fn llm_client(o: &HashMap<String, String>, prefix: &str) -> Result<Option<OpenAiClient<UreqTransport>>, String> {
+        let (Some(url), Some(model)) = (o.get(&format!("{prefix}-base-url")), o.get(&format!("{prefix}-model"))) else {
+            return Ok(None);
+        };
+        let mut config = OpenAiConfig::new(url.clone(), model.clone());
+        config.api_key = o.get(&format!("{prefix}-api-key")).cloned();
+        config.timeout_ms = 120_000;
+        OpenAiClient::new(config, UreqTransport::new()).map(Some).map_err(|e| e.to_string())
+    }
+
+    /// LoCoMo QA: each question answered by `Memory::answer` (recall + pruning + generation with the user's LLM),
+    /// scored with F1 and BLEU-1 against the gold answer and, with a judge, LLM-judge accuracy.
+    fn qa_main() -> Result<(), String> {
+        let o = options(&[
+            "data",
+            "llm-base-url",
+            "llm-model",
+            "llm-api-key",
+            "judge-base-url",
+            "judge-model",
+            "judge-api-key",
+            "prune",
+            "limit",
+            "json",
+        ])?;
+        let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
+        let judge = llm_client(&o, "judge")?;
+        let path = Path::new(&o["data"]);
+        let mut corpora = locomo::load(path, GroundTruth::Clean)?;
+        let answers = loci::eval::qa::locomo_answers(path)?;
+        if let Some(n) = o.get("limit") {
+            let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
+            corpora.iter_mut().for_each(|c| c.questions.truncate(n));
+        }
+        let mut answer_options = loci::memory::AnswerOptions::default();
+        if let Some(p) = o.get("prune") {
+            answer_options.prune.mode = loci::recall::prune::PruneMode::parse(p).map_err(|e| e.to_string())?;
+        }
+        let (tokenizer, runtime) = model_runtime(2, true)?;
+        let embed = EmbedConfig::default();
+        let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
+        let (mut memories, ..) = ingest(&corpora, &embedder, MemoryConfig::default(), &runtime)?;
+        let n: usize = corpora.iter().map(|c| c.questions.len()).sum();
+        let bar = progress(n as u64, "qa");
+        let mut records = Vec::with_capacity(n);
+        for corpus in &corpora {
+            let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+            for q in &corpus.questions {
+                let gold = answers.get(&q.id).map(String::as_str).unwrap_or("");
+                let now = q.date.as_deref().and_then(session_time).unwrap_or(0.0);
+                let judge = judge.as_ref().map(|j| j as &dyn loci::llm::Llm);
+                records.push(block_on(loci::eval::qa::answer_question(
+                    memory,
+                    q,
+                    gold,
+                    &answer_options,
+                    &llm,
+                    judge,
+                    now,
+                )));
+                bar.inc(1);
+            }
+        }
+        bar.finish_and_clear();
+        let report = loci::eval::qa::report(&records);
+        let line = |name: &str, s: &loci::eval::qa::QaScore| {
+            let judge = s.judge.map(|j| format!("{j:.1}")).unwrap_or_else(|| "–".into());
+            println!(
+                "{name:<12} n={:<5} F1 {:.1}  BLEU-1 {:.1}  judge {judge}  calls/q {:.2}  tokens/q {:.0} in {:.0} out  errors {}",
+                s.n, s.f1, s.bleu1, s.calls_per_question, s.input_tokens_per_question, s.output_tokens_per_question, s.errors
+            )
+        };
+        line("overall", &report.overall);
+        for (category, score) in &report.per_category {
+            line(locomo::category_name(category).unwrap_or(category), score);
+        }
+        write_json(o.get("json"), &json!({"report": report, "records": records}))
     }
 
     fn progress(len: u64, what: &str) -> ProgressBar {
