@@ -23,6 +23,8 @@ wasm_bindgen_test_configure!(run_in_browser);
 /// Sessions of the conversation used (of 19): enough for several windows, merges, supersedes and a reopen.
 const SESSIONS: usize = 4;
 
+// Compiled in, so a run without the server fails with this message rather than a missing-env compile error.
+#[allow(clippy::option_env_unwrap)]
 fn server() -> &'static str {
     option_env!("LOCI_TEST_LLM_URL").expect("LOCI_TEST_LLM_URL: start tests/llm-server/server.mjs (npm test does)")
 }

@@ -16,6 +16,8 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
+// Compiled in, so a run without the server fails with this message rather than a missing-env compile error.
+#[allow(clippy::option_env_unwrap)]
 fn server() -> &'static str {
     option_env!("LOCI_TEST_LLM_URL").expect("LOCI_TEST_LLM_URL: start tests/llm-server/server.mjs (npm test does)")
 }

@@ -12,6 +12,8 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
+// Compiled in, so a run without the server fails with this message rather than a missing-env compile error.
+#[allow(clippy::option_env_unwrap)]
 fn fixture_url() -> String {
     let llm = option_env!("LOCI_TEST_LLM_URL").expect("LOCI_TEST_LLM_URL: start tests/llm-server/server.mjs");
     format!("{}/__fixture/locomo/0", llm.trim_end_matches("/v1"))

@@ -153,9 +153,8 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
     let calls = distill_calls(&m);
     let c = m.llm_counters();
     println!(
-        "distill on LoCoMo {}: {messages_in} messages, {} episodes, {} facts ({} superseded), {calls} LLM calls = {:.3} \
+        "distill on LoCoMo conv-26: {messages_in} messages, {} episodes, {} facts ({} superseded), {calls} LLM calls = {:.3} \
          calls per message (segment {}, narrate {}, merge {}, predict {}, distill {}, consolidate {}); tokens in/out {}/{}",
-        "conv-26",
         m.episodes().len(),
         m.facts(true).len(),
         m.distill_stats().facts_superseded,

@@ -92,7 +92,7 @@ fn bad_input_is_refused_and_nothing_is_stored() {
         msg(" ", "hello", "2023-05-08T14:00:00Z"),
     ];
     for bad in cases {
-        let err = block_on(m.add_messages(&[bad.clone()], Some("s"), 0.0)).unwrap_err();
+        let err = block_on(m.add_messages(std::slice::from_ref(&bad), Some("s"), 0.0)).unwrap_err();
         assert_eq!(err.code(), "INVALID_INPUT", "{bad:?}");
     }
     assert_eq!(block_on(m.add_messages(&[], None, 0.0)).unwrap_err().code(), "INVALID_INPUT");

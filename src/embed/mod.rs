@@ -198,9 +198,9 @@ pub fn pad_batch<'a>(windows: impl Iterator<Item = &'a [u32]> + Clone, pad: u32)
     let mut attention_mask = Vec::with_capacity(rows * seq);
     for w in windows {
         input_ids.extend(w.iter().map(|&id| id as i64));
-        input_ids.extend(std::iter::repeat(pad as i64).take(seq - w.len()));
-        attention_mask.extend(std::iter::repeat(1).take(w.len()));
-        attention_mask.extend(std::iter::repeat(0).take(seq - w.len()));
+        input_ids.extend(std::iter::repeat_n(pad as i64, seq - w.len()));
+        attention_mask.extend(std::iter::repeat_n(1, w.len()));
+        attention_mask.extend(std::iter::repeat_n(0, seq - w.len()));
     }
     Batch { input_ids, attention_mask, rows, seq }
 }
