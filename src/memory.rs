@@ -214,14 +214,20 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for s in sessions {
             memory.upsert_session(s);
         }
-        let mut turns = snapshot.turns;
-        turns.sort_by_key(|t| (t.seq, t.id));
-        for t in turns {
+        // Turns into their sessions, ordered by position: sort small (session, seq, id) keys, not the turns.
+        let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(snapshot.turns.len());
+        memory.turns.reserve(snapshot.turns.len());
+        for t in snapshot.turns {
             if let Some(&n) = memory.session_index.get(&t.session) {
-                memory.session_turns[n as usize].push(t.id);
+                placed.push((n, t.seq, t.id));
                 memory.turns.insert(t.id, t);
             }
         }
+        placed.sort_unstable();
+        for (n, _, id) in placed {
+            memory.session_turns[n as usize].push(id);
+        }
+        memory.units.reserve(snapshot.units.len());
         for su in snapshot.units {
             if !su.vectors.is_whole(DIM) {
                 return Err(Error::Storage(format!("unit {} has a damaged vector", su.unit.id)));
@@ -264,8 +270,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn insert_unit(&mut self, su: StoredUnit) {
         let Some(&n) = self.session_index.get(&su.unit.session) else { return };
         self.vectors.push(su.unit.id, n, &su.vectors);
-        let text = self.unit_text(&su.unit);
-        self.lexical.insert(su.unit.id, n, &text);
+        // BM25 indexes the words of `unit_text` without building it: its separators are not alphanumeric.
+        let turns = &self.turns;
+        let parts = su.unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
+            let caption = t.caption.as_deref();
+            [Some(t.speaker.as_str()), Some(t.text.as_str()), caption.map(|_| "The image Caption"), caption]
+        });
+        self.lexical.insert_parts(su.unit.id, n, parts.flatten());
         self.units.insert(su.unit.id, su.unit);
     }
 

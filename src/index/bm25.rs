@@ -9,6 +9,32 @@
 //! would pay for. What we need is ~200 lines: an inverted index, English stopwords and a light suffix stemmer.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash (rustc's multiply-rotate hash) for the vocabulary: SipHash's DoS resistance buys nothing for one's own
+/// messages in one's own tab, and building the index at open hashes every token of every unit.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Vocab = HashMap<String, u32, BuildHasherDefault<FxHasher>>;
 
 /// BM25 k1 (term-frequency saturation); 1.2 is the usual default (Robertson & Zaragoza, 2009).
 pub const K1: f32 = 1.2;
@@ -30,13 +56,19 @@ struct Doc {
 /// An inverted index over units. Document numbers are dense (`0..len()`) and change on removal (swap-remove).
 #[derive(Debug, Clone, Default)]
 pub struct Bm25Index {
-    vocab: HashMap<String, u32>,
+    vocab: Vocab,
     /// Per term: (document, frequency).
     postings: Vec<Vec<(u32, u16)>>,
     docs: Vec<Doc>,
     doc_of_unit: HashMap<u32, u32>,
     total_len: u64,
+    /// Lower-cased word → its term ([`STOP`] for a stopword): the stopword test and the stemmer run once per
+    /// distinct word, not once per occurrence (building the index at open tokenises every unit).
+    words: Vocab,
 }
+
+/// In [`Bm25Index::words`]: the word is a stopword.
+const STOP: u32 = u32::MAX;
 
 /// A tokenized query: term ids known to the index, with their frequency in the query.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -79,24 +111,58 @@ impl Bm25Index {
         self.doc_of_unit.get(&unit).map(|&d| d as usize)
     }
 
-    /// Indexes `text` as `unit` of `session` (replacing an earlier version of the unit).
+    /// Indexes `text` as `unit` of `session` (replacing an earlier version of the unit). Allocates only for terms
+    /// new to the vocabulary and the document's term list.
     pub fn insert(&mut self, unit: u32, session: u32, text: &str) {
+        self.insert_parts(unit, session, [text]);
+    }
+
+    /// [`insert`](Self::insert) of the text made of `parts` joined by non-alphanumeric separators (e.g. the turns
+    /// of a unit, without building the joined string).
+    pub fn insert_parts<'a>(&mut self, unit: u32, session: u32, parts: impl IntoIterator<Item = &'a str>) {
         self.remove(unit);
-        let mut counts: HashMap<u32, u16> = HashMap::new();
-        let mut len = 0u32;
-        for token in tokens(text) {
-            let next = self.vocab.len() as u32;
-            let id = *self.vocab.entry(token).or_insert(next);
-            if id as usize == self.postings.len() {
-                self.postings.push(Vec::new());
+        let mut ids: Vec<u32> = Vec::new();
+        let (mut lower, mut stemmed) = (String::new(), String::new());
+        for part in parts {
+            for w in part.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                lowercase_into(w, &mut lower);
+                let id = match self.words.get(lower.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = if is_stopword(&lower) {
+                            STOP
+                        } else {
+                            stem_into(&lower, &mut stemmed);
+                            match self.vocab.get(stemmed.as_str()) {
+                                Some(&id) => id,
+                                None => {
+                                    let id = self.vocab.len() as u32;
+                                    self.vocab.insert(stemmed.clone(), id);
+                                    self.postings.push(Vec::new());
+                                    id
+                                }
+                            }
+                        };
+                        self.words.insert(lower.clone(), id);
+                        id
+                    }
+                };
+                if id != STOP {
+                    ids.push(id);
+                }
             }
-            let c = counts.entry(id).or_insert(0);
-            *c = c.saturating_add(1);
-            len += 1;
         }
+        let len = ids.len() as u32;
+        ids.sort_unstable();
+        let mut terms: Vec<(u32, u16)> = Vec::with_capacity(ids.len());
+        for id in ids {
+            match terms.last_mut() {
+                Some((t, c)) if *t == id => *c = c.saturating_add(1),
+                _ => terms.push((id, 1)),
+            }
+        }
+        terms.shrink_to_fit();
         let d = self.docs.len() as u32;
-        let mut terms: Vec<(u32, u16)> = counts.into_iter().collect();
-        terms.sort_unstable();
         for &(t, tf) in &terms {
             self.postings[t as usize].push((d, tf));
         }
@@ -150,14 +216,15 @@ impl Bm25Index {
     /// Tokenizes a query against the vocabulary (terms the index has never seen cannot score and are dropped).
     pub fn query(&self, text: &str) -> Query {
         let mut terms: Vec<(u32, u16)> = Vec::new();
-        for token in tokens(text) {
-            if let Some(&id) = self.vocab.get(&token) {
+        let (mut lower, mut stemmed) = (String::new(), String::new());
+        for_each_token(text, &mut lower, &mut stemmed, |token| {
+            if let Some(&id) = self.vocab.get(token) {
                 match terms.iter_mut().find(|(t, _)| *t == id) {
                     Some(e) => e.1 = e.1.saturating_add(1),
                     None => terms.push((id, 1)),
                 }
             }
-        }
+        });
         Query { terms }
     }
 
@@ -318,14 +385,45 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(|w| stem(&w))
 }
 
+/// Calls `f` with each token of `text`, exactly as [`tokens`] yields them, built in the reused buffers `lower` and
+/// `stemmed` rather than allocated one by one.
+fn for_each_token(text: &str, lower: &mut String, stemmed: &mut String, mut f: impl FnMut(&str)) {
+    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        lowercase_into(w, lower);
+        if !is_stopword(lower) {
+            stem_into(lower, stemmed);
+            f(stemmed);
+        }
+    }
+}
+
+/// `w` lower-cased (as `str::to_lowercase`) into `lower`, cleared first.
+fn lowercase_into(w: &str, lower: &mut String) {
+    lower.clear();
+    if w.is_ascii() {
+        lower.push_str(w);
+        lower.make_ascii_lowercase();
+    } else {
+        lower.push_str(&w.to_lowercase());
+    }
+}
+
 /// A light English suffix stemmer (plurals, -ing, -ed, -ly, a few derivational endings), in the spirit of the
 /// "S-stemmer" and Porter's step 1: conservative, so that distinct words rarely merge. Non-ASCII words are kept.
 pub fn stem(w: &str) -> String {
+    let mut s = String::with_capacity(w.len());
+    stem_into(w, &mut s);
+    s
+}
+
+/// [`stem`] into `s` (cleared first).
+fn stem_into(w: &str, s: &mut String) {
+    s.clear();
+    s.push_str(w);
     if !w.is_ascii() || w.len() <= 3 || w.bytes().any(|b| b.is_ascii_digit()) {
-        return w.to_string();
+        return;
     }
     let has_vowel = |s: &str| s.bytes().any(|b| b"aeiouy".contains(&b));
-    let mut s = w.to_string();
     // Plurals and third person.
     if s.ends_with("sses") {
         s.truncate(s.len() - 2);
@@ -360,7 +458,6 @@ pub fn stem(w: &str) -> String {
         s.pop();
         s.push('i');
     }
-    s
 }
 
 #[cfg(test)]
@@ -394,6 +491,38 @@ mod tests {
         assert_ne!(stem("party"), stem("part"));
         assert_eq!(stem("bus"), "bus");
         assert_eq!(stem("2023"), "2023");
+    }
+
+    #[test]
+    fn parts_index_as_the_joined_unit_text() {
+        let turn = |speaker: &str, text: &str, caption: Option<&str>| crate::types::Turn {
+            id: 1,
+            session: "s".into(),
+            seq: 0,
+            speaker: speaker.into(),
+            text: text.into(),
+            caption: caption.map(str::to_string),
+            time: 0.0,
+            ingested: 0.0,
+        };
+        let turns = [turn("Mary-Ann", "Running late, sorry!", None), turn("Léo", "Look: the images", Some("a Cat"))];
+        let joined = turns.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n");
+        let (mut a, mut b) = (Bm25Index::new(), Bm25Index::new());
+        a.insert(1, 0, &joined);
+        a.insert(2, 0, "image cat");
+        let parts = turns.iter().flat_map(|t| {
+            let c = t.caption.as_deref();
+            [Some(t.speaker.as_str()), Some(t.text.as_str()), c.map(|_| "The image Caption"), c]
+        });
+        b.insert_parts(1, 0, parts.flatten());
+        b.insert(2, 0, "image cat");
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        let q = "mary ann run late sorry leo look images caption cat";
+        a.scores_into(&a.query(q), &mut x);
+        b.scores_into(&b.query(q), &mut y);
+        assert!(x[0] > 0.0);
+        assert_eq!(x, y);
+        assert_eq!(a.query(q), b.query(q));
     }
 
     #[test]
