@@ -133,7 +133,8 @@ pub async fn load(request: &AssetRequest<'_>, progress: &dyn Fn(f64, Option<f64>
         let headers = Object::new();
         let _ = Reflect::set(&headers, &"content-length".into(), &JsValue::from_str(&bytes.len().to_string()));
         let _ = Reflect::set(&init, &"headers".into(), &headers);
-        let response_ctor: Function = get(&js_sys::global(), "Response").dyn_into().map_err(|_| Error::Asset("no Response".into()))?;
+        let response_ctor: Function =
+            get(&js_sys::global(), "Response").dyn_into().map_err(|_| Error::Asset("no Response".into()))?;
         let args: js_sys::Array = [JsValue::from(body), JsValue::from(init)].into_iter().collect();
         if let Ok(response) = Reflect::construct(&response_ctor, &args) {
             // Caching is an optimisation: a quota error here must not fail the open.

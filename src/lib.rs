@@ -2,9 +2,9 @@
 //!
 //! The modules read as the pipeline: types → text → embed → index → recall → memory → web bindings.
 
-pub mod distill;
 #[cfg(target_arch = "wasm32")]
 pub mod assets;
+pub mod distill;
 pub mod embed;
 pub mod error;
 #[cfg(not(target_arch = "wasm32"))]

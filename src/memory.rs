@@ -11,7 +11,9 @@ mod distill;
 mod transfer;
 
 pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneOptions, PrunedRecall, Spent};
-pub use distill::{DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, ParkedJob, Scored};
+pub use distill::{
+    DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, ParkedJob, Scored,
+};
 pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
@@ -292,14 +294,21 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn auto_session(&self, first_time: TimeMs) -> String {
         let latest = self.sessions.iter().max_by(|a, b| a.last_time.total_cmp(&b.last_time));
         match latest {
-            Some(s) if first_time - s.last_time <= self.config.session_gap_ms && first_time >= s.first_time => s.id.clone(),
+            Some(s) if first_time - s.last_time <= self.config.session_gap_ms && first_time >= s.first_time => {
+                s.id.clone()
+            }
             _ => format!("s{}", self.meta.next_turn),
         }
     }
 
     /// Stores messages as turns of one session and embeds the units they complete. All messages are validated
     /// first: on any error nothing is stored. On a storage error the memory in RAM is unchanged too.
-    pub async fn add_messages(&mut self, messages: &[MessageInput], session: Option<&str>, now: TimeMs) -> Result<AddReport> {
+    pub async fn add_messages(
+        &mut self,
+        messages: &[MessageInput],
+        session: Option<&str>,
+        now: TimeMs,
+    ) -> Result<AddReport> {
         if messages.is_empty() {
             return Err(Error::invalid("no messages given"));
         }
@@ -354,7 +363,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         // so that (0,1), (2,3), … pairing holds however the messages arrive.
         let size = self.config.unit_mode.size();
         let old_ids: Vec<u64> = existing.map(|n| self.session_turns[n].clone()).unwrap_or_default();
-        let open_unit = if old_ids.len() % size != 0 { self.unit_containing(*old_ids.last().unwrap_or(&0)) } else { None };
+        let open_unit =
+            if old_ids.len() % size != 0 { self.unit_containing(*old_ids.last().unwrap_or(&0)) } else { None };
         let mut pending: Vec<&Turn> = Vec::new();
         if let Some(u) = &open_unit {
             pending.extend(u.turn_ids.iter().filter_map(|id| self.turns.get(id)));
@@ -368,7 +378,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut stored: Vec<StoredUnit> = groups
             .iter()
             .map(|g| {
-                let unit = Unit { id: meta.next_unit, session: session_id.clone(), turn_ids: g.iter().map(|t| t.id).collect() };
+                let unit = Unit {
+                    id: meta.next_unit,
+                    session: session_id.clone(),
+                    turn_ids: g.iter().map(|t| t.id).collect(),
+                };
                 meta.next_unit += 1;
                 StoredUnit { unit, vectors: Default::default() }
             })

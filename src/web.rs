@@ -18,8 +18,8 @@ use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
 use std::cell::RefCell;
 
-use crate::distill::DistillConfig;
 use crate::assets;
+use crate::distill::DistillConfig;
 use crate::embed::{self, Device, EmbedConfig, Embedder, OnnxRuntime, OrtDist, WebBuild};
 use crate::error::Error;
 use crate::llm::callback::CallbackLlm;
@@ -566,7 +566,17 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     let embedder = Reflect::get(&options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
     check_keys(
         &embedder,
-        &["modelUrl", "tokenizerUrl", "ortUrl", "ortWrapperExt", "device", "maxTokens", "batchSize", "modelSha256", "cache"],
+        &[
+            "modelUrl",
+            "tokenizerUrl",
+            "ortUrl",
+            "ortWrapperExt",
+            "device",
+            "maxTokens",
+            "batchSize",
+            "modelSha256",
+            "cache",
+        ],
         "embedder options",
     )?;
     let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());

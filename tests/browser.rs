@@ -48,7 +48,10 @@ async fn indexeddb_round_trip() {
         meta: Some(meta.clone()),
         sessions: vec![Session { id: "s1".into(), first_time: 1.0e12, last_time: 1.0e12, turn_count: 2, title: None }],
         turns: vec![turn(1, "hello"), turn(2, "naïve 東京 🍣")],
-        units: vec![StoredUnit { unit: Unit { id: 1, session: "s1".into(), turn_ids: vec![1, 2] }, vectors: vec![0.6, 0.8, -1.0, 0.0].into() }],
+        units: vec![StoredUnit {
+            unit: Unit { id: 1, session: "s1".into(), turn_ids: vec![1, 2] },
+            vectors: vec![0.6, 0.8, -1.0, 0.0].into(),
+        }],
         delete_units: vec![],
         ..Default::default()
     };
@@ -150,7 +153,10 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
     let cases: &[(&str, &str)] = &[
         (r#"[{"role": "user", "content": ""}]"#, "empty text"),
         (r#"[{"role": "user", "content": "   "}]"#, "blank text"),
-        (r#"[{"role": "user", "content": "this message is far longer than the fifty characters allowed"}]"#, "over the limit"),
+        (
+            r#"[{"role": "user", "content": "this message is far longer than the fifty characters allowed"}]"#,
+            "over the limit",
+        ),
         (r#"[{"role": "user", "content": 42}]"#, "content not a string"),
         (r#"[{"content": "who said this?"}]"#, "no role or speaker"),
         (r#"[{"role": "user"}]"#, "missing content"),
@@ -165,7 +171,8 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
         assert_eq!(code(&err), "INVALID_INPUT", "{why}: {err:?}");
         assert!(err.is_instance_of::<js_sys::Error>(), "{why}: a real Error");
     }
-    let err = wait(m.add_messages(js(r#"[{"role": "user", "content": "hi"}]"#), js(r#"{"session": 7}"#))).await.unwrap_err();
+    let err =
+        wait(m.add_messages(js(r#"[{"role": "user", "content": "hi"}]"#), js(r#"{"session": 7}"#))).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT");
     let err = wait(m.recall(wasm_bindgen::JsValue::from(3), wasm_bindgen::JsValue::UNDEFINED)).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT");

@@ -14,9 +14,12 @@ wasm_bindgen_test_configure!(run_in_browser);
 async fn a_second_opener_is_refused_until_the_first_closes() {
     delete("t-tabs").await;
     let first = open("t-tabs").await;
-    wait(first.add_messages(js(r#"[{"role": "user", "content": "I keep my bike in the shed."}]"#), js(r#"{"session": "a"}"#)))
-        .await
-        .unwrap();
+    wait(first.add_messages(
+        js(r#"[{"role": "user", "content": "I keep my bike in the shed."}]"#),
+        js(r#"{"session": "a"}"#),
+    ))
+    .await
+    .unwrap();
     let err = open_with(open_options("t-tabs", "wasm", "")).await.err().expect("second opener refused");
     assert_eq!(code(&err), "BLOCKED_BY_OTHER_TAB");
     // The refused opener changed nothing and the first keeps working.
@@ -84,9 +87,12 @@ async fn assets_are_checked_cached_and_reported() {
     let caches = get(&js_sys::global(), "caches");
     let open = js_sys::Reflect::get(&caches, &"open".into()).unwrap().unchecked_into::<js_sys::Function>();
     let cache = wait(open.call1(&caches, &loci::assets::CACHE_NAME.into()).unwrap().unchecked_into()).await.unwrap();
-    let url = web_sys::Url::new_with_base("/www/assets/model/model.onnx", &web_sys::window().unwrap().location().href().unwrap())
-        .unwrap()
-        .href();
+    let url = web_sys::Url::new_with_base(
+        "/www/assets/model/model.onnx",
+        &web_sys::window().unwrap().location().href().unwrap(),
+    )
+    .unwrap()
+    .href();
     let lookup = js_sys::Reflect::get(&cache, &"match".into()).unwrap().unchecked_into::<js_sys::Function>();
     let hit = wait(lookup.call1(&cache, &url.into()).unwrap().unchecked_into()).await.unwrap();
     assert!(!hit.is_undefined(), "the model is in Cache Storage");
@@ -97,7 +103,9 @@ async fn assets_are_checked_cached_and_reported() {
     let options = open_options("t-assets", "wasm", "");
     js_sys::Reflect::set(&options, &"onProgress".into(), on_progress.as_ref().unchecked_ref()).unwrap();
     let m = open_with(options).await.expect("reopen");
-    let cached = events.iter().any(|e| get(&e, "phase").as_string().as_deref() == Some("model") && get(&e, "cached").as_f64() == Some(1.0));
+    let cached = events
+        .iter()
+        .any(|e| get(&e, "phase").as_string().as_deref() == Some("model") && get(&e, "cached").as_f64() == Some(1.0));
     assert!(cached, "the second load came from Cache Storage");
     wait(m.close()).await.unwrap();
 }

@@ -117,10 +117,16 @@ async fn open_with_llm(name: &str, llm: &JsValue) -> loci::web::Memory {
 }
 
 const SESSIONS: [(&str, &str); 2] = [
-    ("garden", r#"[{"speaker": "Maya", "content": "I planted tomatoes and basil in the raised bed.", "time": "2024-03-02T10:00:00Z"},
-                  {"speaker": "Bot", "content": "Water the basil in the morning.", "time": "2024-03-02T10:01:00Z"}]"#),
-    ("physio", r#"[{"speaker": "Maya", "content": "My physiotherapist Okafor wants strength work twice a week.", "time": "2024-04-14T18:30:00Z"},
-                  {"speaker": "Bot", "content": "Squats and step-ups are classics.", "time": "2024-04-14T18:31:00Z"}]"#),
+    (
+        "garden",
+        r#"[{"speaker": "Maya", "content": "I planted tomatoes and basil in the raised bed.", "time": "2024-03-02T10:00:00Z"},
+                  {"speaker": "Bot", "content": "Water the basil in the morning.", "time": "2024-03-02T10:01:00Z"}]"#,
+    ),
+    (
+        "physio",
+        r#"[{"speaker": "Maya", "content": "My physiotherapist Okafor wants strength work twice a week.", "time": "2024-04-14T18:30:00Z"},
+                  {"speaker": "Bot", "content": "Squats and step-ups are classics.", "time": "2024-04-14T18:31:00Z"}]"#,
+    ),
 ];
 
 #[wasm_bindgen_test]
@@ -143,9 +149,10 @@ async fn answer_end_to_end_through_the_test_server() {
     assert!(num(&stats, "llm.answer.inputTokens") > 0.0);
 
     // Recall with each pruning mode; extractive needs no LLM.
-    let r = wait(m.recall("Who is the physiotherapist?".into(), js(r#"{"k": 2, "prune": "extractive", "budget": 0.5}"#)))
-        .await
-        .unwrap();
+    let r =
+        wait(m.recall("Who is the physiotherapist?".into(), js(r#"{"k": 2, "prune": "extractive", "budget": 0.5}"#)))
+            .await
+            .unwrap();
     assert!(num(&r, "contextTokens") <= num(&r, "unprunedTokens"));
     let err = wait(m.recall("x".into(), js(r#"{"prune": "magic"}"#))).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT");
@@ -181,7 +188,8 @@ async fn a_js_callback_can_be_the_llm() {
     for (session, msgs) in SESSIONS {
         wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
     }
-    let a = wait(m.answer("Who is the physiotherapist?".into(), JsValue::UNDEFINED)).await.expect("answer via callback");
+    let a =
+        wait(m.answer("Who is the physiotherapist?".into(), JsValue::UNDEFINED)).await.expect("answer via callback");
     assert_eq!(string(&a, "answer"), "Okafor");
     let calls = Reflect::get(&js_sys::global(), &"__calls".into()).unwrap().as_f64().unwrap();
     assert_eq!(calls, 2.0);

@@ -22,10 +22,13 @@ fn fixture_url() -> String {
 #[wasm_bindgen_test]
 async fn browser_ranking_matches_the_native_run() {
     let native: Vec<Ranked> = serde_json::from_str(
-        &fetch_text(&format!("/{NATIVE_RANKINGS}")).await.expect("native rankings: run the native tests first (npm test does)"),
+        &fetch_text(&format!("/{NATIVE_RANKINGS}"))
+            .await
+            .expect("native rankings: run the native tests first (npm test does)"),
     )
     .unwrap();
-    let fixture: serde_json::Value = serde_json::from_str(&fetch_text(&fixture_url()).await.expect("LoCoMo fixture")).unwrap();
+    let fixture: serde_json::Value =
+        serde_json::from_str(&fetch_text(&fixture_url()).await.expect("LoCoMo fixture")).unwrap();
     let questions: Vec<String> = serde_json::from_value(fixture["questions"].clone()).unwrap();
     assert_eq!(questions.len(), native.len());
 

@@ -45,7 +45,6 @@ async fn webgpu_device_embeds_like_the_reference_and_auto_skips_software_adapter
     assert!(m.device_reason().contains("no hardware WebGPU adapter"), "{}", m.device_reason());
     wait(m.close()).await.unwrap();
 
-
     let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
     let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
     let model = fetch_bytes("/www/assets/model/model.onnx").await;

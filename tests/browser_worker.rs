@@ -22,7 +22,10 @@ async fn a_memory_works_inside_a_web_worker() {
     let r = wait(m.recall("What did Ben bake?".into(), js(r#"{"k": 1}"#))).await.expect("recall in a worker");
     assert_eq!(string(&r, "sessions.0.id"), "bread");
     assert_eq!(string(&r, "device"), "wasm");
-    assert!(js_sys::Reflect::get(&js_sys::global(), &"document".into()).unwrap().is_undefined(), "the loader stand-in is gone");
+    assert!(
+        js_sys::Reflect::get(&js_sys::global(), &"document".into()).unwrap().is_undefined(),
+        "the loader stand-in is gone"
+    );
     wait(m.close()).await.unwrap();
     let m = open("t-worker").await;
     assert_eq!(num(&wait(m.stats()).await.unwrap(), "turns"), 3.0);

@@ -17,19 +17,14 @@ fn abstention_questions_are_excluded() {
     let corpora = fixture();
     let ids: Vec<&str> = corpora.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, vec!["e47becba", "gpt4_59c863d7", "8a2466db"]);
-    assert!(corpora
-        .iter()
-        .all(|c| c.questions.len() == 1 && c.questions[0].id == c.id));
+    assert!(corpora.iter().all(|c| c.questions.len() == 1 && c.questions[0].id == c.id));
 }
 
 #[test]
 fn answer_prefix_is_stripped_in_corpus_and_gold() {
     let corpora = fixture();
     let c = &corpora[0];
-    assert_eq!(
-        c.session_ids(),
-        vec!["sharegpt_yywfHz_0", "280352e9", "ultrachat_463321"]
-    );
+    assert_eq!(c.session_ids(), vec!["sharegpt_yywfHz_0", "280352e9", "ultrachat_463321"]);
     let q = &c.questions[0];
     assert_eq!(q.gold_sessions, vec!["280352e9"]);
     assert_eq!(q.evidence, vec!["280352e9:1"]);
@@ -60,10 +55,7 @@ fn two_gold_sessions_deduplicated() {
     let q = &corpora[1].questions[0];
     assert_eq!(q.category, "multi-session");
     assert_eq!(q.gold_sessions, vec!["4be1b6b4_1", "4be1b6b4_2"]);
-    assert_eq!(
-        q.evidence,
-        vec!["4be1b6b4_1:1", "4be1b6b4_1:3", "4be1b6b4_2:1"]
-    );
+    assert_eq!(q.evidence, vec!["4be1b6b4_1:1", "4be1b6b4_1:3", "4be1b6b4_2:1"]);
     assert_eq!(corpora[1].sessions.len(), 4);
     assert_eq!(corpora[1].sessions[3].turns.len(), 1);
 }
@@ -84,10 +76,7 @@ fn fixture_scores_through_the_report() {
         let q = &c.questions[0];
         let mut ranking: Vec<String> = q.gold_sessions.clone();
         ranking.extend(
-            c.session_ids()
-                .into_iter()
-                .filter(|id| !q.gold_sessions.iter().any(|g| g == id))
-                .map(String::from),
+            c.session_ids().into_iter().filter(|id| !q.gold_sessions.iter().any(|g| g == id)).map(String::from),
         );
         results.push(QuestionResult::new(q, ranking));
     }
@@ -101,7 +90,6 @@ fn fixture_scores_through_the_report() {
 
 #[test]
 fn missing_file_is_an_error() {
-    let err =
-        longmemeval::load(Path::new("/nonexistent/lme.json"), GroundTruth::Paper).unwrap_err();
+    let err = longmemeval::load(Path::new("/nonexistent/lme.json"), GroundTruth::Paper).unwrap_err();
     assert!(err.contains("/nonexistent/lme.json"));
 }

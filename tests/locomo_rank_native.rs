@@ -5,15 +5,16 @@
 mod common;
 mod locomo_fixture;
 
-use locomo_fixture::{Ranked, NATIVE_RANKINGS};
 use loci::memory::{Memory, MemoryConfig, RecallOptions};
 use loci::store::MemStore;
+use locomo_fixture::{Ranked, NATIVE_RANKINGS};
 use pollster::block_on;
 
 #[test]
 fn rank_locomo_conversation_natively() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo10.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (LoCoMo lives in ../shared)", path.display()));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (LoCoMo lives in ../shared)", path.display()));
     let data: serde_json::Value = serde_json::from_str(&text).unwrap();
     let sample = &data[0];
     let config = MemoryConfig::default();

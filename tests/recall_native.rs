@@ -23,36 +23,56 @@ fn msg(speaker: &str, content: &str, day: u32) -> MessageInput {
 /// Five sittings of two friends; each holds the answer to some of the questions below.
 fn sessions() -> Vec<(&'static str, u32, Vec<MessageInput>)> {
     vec![
-        ("s1-pottery", 1, vec![
-            msg("Ana", "I signed up for a pottery class on Thursdays, my first bowl came out lopsided.", 1),
-            msg("Ben", "Ha, lopsided bowls have character. Is the studio far?", 1),
-            msg("Ana", "Ten minutes by bike, next to the old train station.", 1),
-            msg("Ben", "Nice. I spent the weekend fixing my car's brakes instead.", 1),
-        ]),
-        ("s2-adoption", 3, vec![
-            msg("Ben", "We finally adopted a dog from the shelter! A three-year-old beagle named Pickle.", 3),
-            msg("Ana", "Pickle! That's adorable. How is he settling in?", 3),
-            msg("Ben", "He chewed one of my shoes, but he sleeps most of the day.", 3),
-            msg("Ana", "Typical beagle. Send photos.", 3),
-        ]),
-        ("s3-trip", 8, vec![
-            msg("Ana", "Booked flights to Lisbon for June, my sister's wedding is there.", 8),
-            msg("Ben", "Lisbon in June is lovely. Are you staying long?", 8),
-            msg("Ana", "Two weeks; after the wedding we drive down to the Algarve coast.", 8),
-            msg("Ben", "Try the grilled sardines, and bring sunscreen.", 8),
-        ]),
-        ("s4-work", 15, vec![
-            msg("Ben", "Big news: I'm leaving the bank. I start as a data analyst at a hospital next month.", 15),
-            msg("Ana", "Congratulations! Why the switch?", 15),
-            msg("Ben", "I wanted work that helps people, and the hours are saner.", 15),
-            msg("Ana", "That sounds like a great fit for you.", 15),
-        ]),
-        ("s5-pottery-again", 22, vec![
-            msg("Ana", "My pottery teacher says my glazing improved; I made a blue vase for my mum.", 22),
-            msg("Ben", "From lopsided bowls to vases, well done.", 22),
-            msg("Ana", "Pickle would knock it over in a second though!", 22),
-            msg("Ben", "He knocks everything over, yesterday it was a lamp.", 22),
-        ]),
+        (
+            "s1-pottery",
+            1,
+            vec![
+                msg("Ana", "I signed up for a pottery class on Thursdays, my first bowl came out lopsided.", 1),
+                msg("Ben", "Ha, lopsided bowls have character. Is the studio far?", 1),
+                msg("Ana", "Ten minutes by bike, next to the old train station.", 1),
+                msg("Ben", "Nice. I spent the weekend fixing my car's brakes instead.", 1),
+            ],
+        ),
+        (
+            "s2-adoption",
+            3,
+            vec![
+                msg("Ben", "We finally adopted a dog from the shelter! A three-year-old beagle named Pickle.", 3),
+                msg("Ana", "Pickle! That's adorable. How is he settling in?", 3),
+                msg("Ben", "He chewed one of my shoes, but he sleeps most of the day.", 3),
+                msg("Ana", "Typical beagle. Send photos.", 3),
+            ],
+        ),
+        (
+            "s3-trip",
+            8,
+            vec![
+                msg("Ana", "Booked flights to Lisbon for June, my sister's wedding is there.", 8),
+                msg("Ben", "Lisbon in June is lovely. Are you staying long?", 8),
+                msg("Ana", "Two weeks; after the wedding we drive down to the Algarve coast.", 8),
+                msg("Ben", "Try the grilled sardines, and bring sunscreen.", 8),
+            ],
+        ),
+        (
+            "s4-work",
+            15,
+            vec![
+                msg("Ben", "Big news: I'm leaving the bank. I start as a data analyst at a hospital next month.", 15),
+                msg("Ana", "Congratulations! Why the switch?", 15),
+                msg("Ben", "I wanted work that helps people, and the hours are saner.", 15),
+                msg("Ana", "That sounds like a great fit for you.", 15),
+            ],
+        ),
+        (
+            "s5-pottery-again",
+            22,
+            vec![
+                msg("Ana", "My pottery teacher says my glazing improved; I made a blue vase for my mum.", 22),
+                msg("Ben", "From lopsided bowls to vases, well done.", 22),
+                msg("Ana", "Pickle would knock it over in a second though!", 22),
+                msg("Ben", "He knocks everything over, yesterday it was a lamp.", 22),
+            ],
+        ),
     ]
 }
 
@@ -78,7 +98,12 @@ fn filled(store: MemStore) -> Memory<MemStore, loci::embed::OnnxRuntime> {
     m
 }
 
-fn top(m: &mut Memory<MemStore, loci::embed::OnnxRuntime>, q: &str, k: usize, method: RecallMethod) -> Vec<(String, f32)> {
+fn top(
+    m: &mut Memory<MemStore, loci::embed::OnnxRuntime>,
+    q: &str,
+    k: usize,
+    method: RecallMethod,
+) -> Vec<(String, f32)> {
     let r = block_on(m.recall(q, RecallOptions { k, method, ..Default::default() })).expect("recall");
     r.sessions.into_iter().map(|s| (s.id, s.score)).collect()
 }
@@ -90,7 +115,8 @@ fn default_recall_finds_every_gold_session_in_the_top_k() {
     assert_eq!(RecallOptions::default().method, RecallMethod::Hybrid, "the hybrid is the library default");
     let mut all_at_gold = 0;
     for (q, gold) in questions() {
-        let ranked: Vec<String> = top(&mut m, q, gold.len(), RecallMethod::default()).into_iter().map(|s| s.0).collect();
+        let ranked: Vec<String> =
+            top(&mut m, q, gold.len(), RecallMethod::default()).into_iter().map(|s| s.0).collect();
         if gold.iter().all(|g| ranked.iter().any(|r| r == g)) {
             all_at_gold += 1;
         } else {
@@ -139,8 +165,12 @@ fn lexical_index_follows_reopen_and_forget() {
     block_on(m.add_messages(&[msg("Ana", "Pickle ate my sandwich, the little thief.", 23)], Some("s6-sandwich"), 0.0))
         .unwrap();
     assert_eq!(top(&mut m, "who ate the sandwich", 1, RecallMethod::Bm25)[0].0, "s6-sandwich");
-    block_on(m.add_messages(&[msg("Ben", "Beagles and sandwiches, name a more iconic duo.", 23)], Some("s6-sandwich"), 0.0))
-        .unwrap();
+    block_on(m.add_messages(
+        &[msg("Ben", "Beagles and sandwiches, name a more iconic duo.", 23)],
+        Some("s6-sandwich"),
+        0.0,
+    ))
+    .unwrap();
     assert_eq!(m.stats().units, 11);
     let r = block_on(m.recall("iconic duo", RecallOptions { k: 1, method: RecallMethod::Bm25, ..Default::default() }))
         .unwrap();
@@ -172,7 +202,8 @@ fn loci_eval_runs_on_the_longmemeval_fixture() {
         assert_eq!(d["method"], "hybrid");
         assert_eq!(d["questions"], 3, "the abstention question is excluded");
         assert_eq!(d["corpora"], 3);
-        for key in ["recall_all@3", "recall_any@5", "ndcg_any@10", "embed_seconds", "ms_per_query", "units", "sessions"] {
+        for key in ["recall_all@3", "recall_any@5", "ndcg_any@10", "embed_seconds", "ms_per_query", "units", "sessions"]
+        {
             assert!(d[key].is_number(), "{variant} default {key}: {d}");
         }
         assert!(d["per_category"].as_object().is_some_and(|c| !c.is_empty()));

@@ -70,20 +70,14 @@ const HARD: &[&str] = &[
 ];
 
 fn locomo_strings() -> Vec<String> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo10.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo10.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let samples: Vec<Value> = serde_json::from_str(&text).expect("locomo10.json parses");
     let mut out = Vec::new();
     for sample in &samples {
-        let conversation = sample["conversation"]
-            .as_object()
-            .expect("conversation object");
+        let conversation = sample["conversation"].as_object().expect("conversation object");
         for (key, session) in conversation {
-            let is_session = key
-                .strip_prefix("session_")
-                .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+            let is_session = key.strip_prefix("session_").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
             let Some(turns) = session.as_array().filter(|_| is_session) else {
                 continue;
             };
@@ -110,21 +104,12 @@ fn matches_huggingface_tokenizers() {
     let path = tokenizer_path();
     let json = std::fs::read_to_string(&path).expect("read tokenizer.json");
     let ours = WordPiece::from_tokenizer_json(&json).expect("loci parses tokenizer.json");
-    let mut hf =
-        tokenizers::Tokenizer::from_file(&path).expect("HuggingFace parses tokenizer.json");
+    let mut hf = tokenizers::Tokenizer::from_file(&path).expect("HuggingFace parses tokenizer.json");
     hf.with_truncation(None).expect("disable truncation");
     hf.with_padding(None);
 
     assert_eq!(ours.encode("Hello world"), vec![7592, 2088]);
-    assert_eq!(
-        (
-            ours.cls_id(),
-            ours.sep_id(),
-            ours.pad_id(),
-            ours.vocab_size()
-        ),
-        (101, 102, 0, 30522)
-    );
+    assert_eq!((ours.cls_id(), ours.sep_id(), ours.pad_id(), ours.vocab_size()), (101, 102, 0, 30522));
 
     // Special tokens written in the text are matched on the raw text, before lowercasing: `[cls]` is not one.
     assert_eq!(ours.encode("a [CLS] b [MASK]")[1], 101);
@@ -136,24 +121,10 @@ fn matches_huggingface_tokenizers() {
     strings.extend(locomo_strings());
 
     for s in &strings {
-        let expected = hf
-            .encode(s.as_str(), false)
-            .expect("HuggingFace encodes")
-            .get_ids()
-            .to_vec();
+        let expected = hf.encode(s.as_str(), false).expect("HuggingFace encodes").get_ids().to_vec();
         let got = ours.encode(s);
-        assert_eq!(
-            got, expected,
-            "first mismatch on {s:?}\n  loci:        {got:?}\n  huggingface: {expected:?}"
-        );
+        assert_eq!(got, expected, "first mismatch on {s:?}\n  loci:        {got:?}\n  huggingface: {expected:?}");
     }
-    println!(
-        "tokenizer parity: {} strings compared, all identical",
-        strings.len()
-    );
-    assert!(
-        strings.len() >= 1000,
-        "only {} strings compared",
-        strings.len()
-    );
+    println!("tokenizer parity: {} strings compared, all identical", strings.len());
+    assert!(strings.len() >= 1000, "only {} strings compared", strings.len());
 }

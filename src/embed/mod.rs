@@ -208,10 +208,7 @@ pub fn pad_batch<'a>(windows: impl Iterator<Item = &'a [u32]> + Clone, pad: u32)
 /// Masked mean pooling over tokens, then L2 normalisation (what sentence-transformers does for this model).
 pub fn mean_pool_normalize(hidden: &[f32], mask: &[i64], rows: usize, seq: usize, dim: usize) -> Result<Vec<Vec<f32>>> {
     if hidden.len() != rows * seq * dim || mask.len() != rows * seq {
-        return Err(Error::Embedder(format!(
-            "model output has {} values, expected {rows}×{seq}×{dim}",
-            hidden.len()
-        )));
+        return Err(Error::Embedder(format!("model output has {} values, expected {rows}×{seq}×{dim}", hidden.len())));
     }
     let mut out = Vec::with_capacity(rows);
     for r in 0..rows {

@@ -21,7 +21,9 @@ pub struct OnnxRuntime {
 }
 
 impl OnnxRuntime {
-    fn inputs(batch: &Batch) -> Result<Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'static>)>> {
+    fn inputs(
+        batch: &Batch,
+    ) -> Result<Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'static>)>> {
         let shape = [batch.rows, batch.seq];
         let ids = Tensor::from_array((shape, batch.input_ids.clone())).map_err(embedder_err)?;
         let mask = Tensor::from_array((shape, batch.attention_mask.clone())).map_err(embedder_err)?;
@@ -50,7 +52,13 @@ fn append_provider(builder: &mut SessionBuilder, name: &std::ffi::CStr) -> Resul
     let api = ort::api();
     // SAFETY: the builder's options pointer is valid for the builder's lifetime; no key/value pairs are passed.
     let status = unsafe {
-        (api.SessionOptionsAppendExecutionProvider)(builder.ptr_mut(), name.as_ptr(), std::ptr::null(), std::ptr::null(), 0)
+        (api.SessionOptionsAppendExecutionProvider)(
+            builder.ptr_mut(),
+            name.as_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+        )
     };
     // SAFETY: `status` was just returned by the C API and is consumed once.
     unsafe { ort::Error::result_from_status(status) }.map_err(embedder_err)

@@ -90,49 +90,37 @@ pub fn category_name(category: &str) -> Option<&'static str> {
 
 /// Loads `locomo10.json` (or a file of the same format): one corpus per sample, in file order.
 pub fn load(path: &Path, gt: GroundTruth) -> Result<Vec<EvalCorpus>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read LoCoMo file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read LoCoMo file {}: {e}", path.display()))?;
     parse(&text, gt).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Parses LoCoMo JSON text (see [`load`]).
 pub fn parse(json: &str, gt: GroundTruth) -> Result<Vec<EvalCorpus>, String> {
-    let samples: Vec<RawSample> =
-        serde_json::from_str(json).map_err(|e| format!("invalid LoCoMo JSON: {e}"))?;
+    let samples: Vec<RawSample> = serde_json::from_str(json).map_err(|e| format!("invalid LoCoMo JSON: {e}"))?;
     samples.into_iter().map(|s| build_corpus(s, gt)).collect()
 }
 
 fn build_corpus(sample: RawSample, gt: GroundTruth) -> Result<EvalCorpus, String> {
     let sessions = build_sessions(&sample.sample_id, &sample.conversation)?;
     let session_ids: HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
-    let dia_ids: HashSet<&str> = sessions
-        .iter()
-        .flat_map(|s| s.turns.iter().map(|t| t.dia_id.as_str()))
-        .collect();
+    let dia_ids: HashSet<&str> = sessions.iter().flat_map(|s| s.turns.iter().map(|t| t.dia_id.as_str())).collect();
 
     let mut questions = Vec::with_capacity(sample.qa.len());
     for (index, qa) in sample.qa.iter().enumerate() {
         let strings: Vec<&str> = qa.evidence.iter().filter_map(Value::as_str).collect();
         let clean: Vec<(String, String)> = strings.iter().flat_map(|e| clean_matches(e)).collect();
-        let clean_valid: Vec<&(String, String)> = clean
-            .iter()
-            .filter(|(s, _)| session_ids.contains(format!("session_{s}").as_str()))
-            .collect();
+        let clean_valid: Vec<&(String, String)> =
+            clean.iter().filter(|(s, _)| session_ids.contains(format!("session_{s}").as_str())).collect();
 
         let gold_sessions = match gt {
             GroundTruth::Paper => dedup_keep_order(strings.iter().filter_map(|e| paper_session(e))),
-            GroundTruth::Clean => {
-                dedup_keep_order(clean_valid.iter().map(|(s, _)| format!("session_{s}")))
-            }
+            GroundTruth::Clean => dedup_keep_order(clean_valid.iter().map(|(s, _)| format!("session_{s}"))),
         };
         if gt == GroundTruth::Clean && gold_sessions.is_empty() {
             continue;
         }
         let evidence = dedup_keep_order(
-            clean_valid
-                .iter()
-                .map(|(s, u)| format!("D{s}:{u}"))
-                .filter(|d| dia_ids.contains(d.as_str())),
+            clean_valid.iter().map(|(s, u)| format!("D{s}:{u}")).filter(|d| dia_ids.contains(d.as_str())),
         );
         let category = match &qa.category {
             Value::String(s) => s.clone(),
@@ -149,11 +137,7 @@ fn build_corpus(sample: RawSample, gt: GroundTruth) -> Result<EvalCorpus, String
         });
     }
 
-    Ok(EvalCorpus {
-        id: sample.sample_id,
-        sessions,
-        questions,
-    })
+    Ok(EvalCorpus { id: sample.sample_id, sessions, questions })
 }
 
 /// The sessions of a conversation: keys `session_N` (N written without leading zeros, as the reference looks
@@ -179,17 +163,13 @@ fn build_sessions(sample_id: &str, conv: &Map<String, Value>) -> Result<Vec<Eval
     numbered
         .into_iter()
         .map(|(_, key, raw_turns)| {
-            let date = conv
-                .get(&format!("{key}_date_time"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+            let date = conv.get(&format!("{key}_date_time")).and_then(Value::as_str).unwrap_or_default().to_string();
             let turns = raw_turns
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let t: RawTurn = serde_json::from_value(t.clone())
-                        .map_err(|e| format!("{sample_id} {key} turn {i}: {e}"))?;
+                    let t: RawTurn =
+                        serde_json::from_value(t.clone()).map_err(|e| format!("{sample_id} {key} turn {i}: {e}"))?;
                     Ok(EvalTurn {
                         dia_id: t.dia_id,
                         speaker: t.speaker,
@@ -199,11 +179,7 @@ fn build_sessions(sample_id: &str, conv: &Map<String, Value>) -> Result<Vec<Eval
                     })
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-            Ok(EvalSession {
-                id: key.to_string(),
-                date,
-                turns,
-            })
+            Ok(EvalSession { id: key.to_string(), date, turns })
         })
         .collect()
 }
@@ -224,9 +200,7 @@ fn paper_session(e: &str) -> Option<String> {
 fn python_int_accepts(s: &str) -> bool {
     let s = s.trim();
     let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    !s.is_empty()
-        && s.split('_')
-            .all(|group| !group.is_empty() && group.bytes().all(|b| b.is_ascii_digit()))
+    !s.is_empty() && s.split('_').all(|group| !group.is_empty() && group.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// All non-overlapping matches of the regex `D\d+:\d+` (ASCII digits), leftmost first, as normalised
@@ -248,10 +222,7 @@ fn clean_matches(e: &str) -> Vec<(String, String)> {
             if s_end > i + 1 && s_end < b.len() && b[s_end] == b':' {
                 let u_end = digits_end(s_end + 1);
                 if u_end > s_end + 1 {
-                    out.push((
-                        strip_zeros(&e[i + 1..s_end]),
-                        strip_zeros(&e[s_end + 1..u_end]),
-                    ));
+                    out.push((strip_zeros(&e[i + 1..s_end]), strip_zeros(&e[s_end + 1..u_end])));
                     i = u_end;
                     continue;
                 }
@@ -292,12 +263,7 @@ mod tests {
 
     #[test]
     fn clean_matches_find_every_id() {
-        let m = |e: &str| -> Vec<String> {
-            clean_matches(e)
-                .into_iter()
-                .map(|(s, u)| format!("D{s}:{u}"))
-                .collect()
-        };
+        let m = |e: &str| -> Vec<String> { clean_matches(e).into_iter().map(|(s, u)| format!("D{s}:{u}")).collect() };
         assert_eq!(m("D8:6; D9:17"), vec!["D8:6", "D9:17"]);
         assert_eq!(m("D9:1 D4:4 D4:6"), vec!["D9:1", "D4:4", "D4:6"]);
         assert_eq!(m("D:11:26"), Vec::<String>::new());
@@ -334,18 +300,11 @@ mod tests {
         assert_eq!(c.len(), 1);
         let c = &c[0];
         assert_eq!(c.id, "conv-x");
-        assert_eq!(
-            c.session_ids(),
-            vec!["session_1", "session_2", "session_10"]
-        );
+        assert_eq!(c.session_ids(), vec!["session_1", "session_2", "session_10"]);
         assert_eq!(c.sessions[1].date, "1:00 pm on 2 May, 2023");
         assert_eq!(c.sessions[1].turns[0].caption.as_deref(), Some("a cat"));
         assert_eq!(c.sessions[1].turns[1].speaker, "Bob");
-        let gold: Vec<Vec<String>> = c
-            .questions
-            .iter()
-            .map(|q| q.gold_sessions.clone())
-            .collect();
+        let gold: Vec<Vec<String>> = c.questions.iter().map(|q| q.gold_sessions.clone()).collect();
         assert_eq!(
             gold,
             vec![
@@ -368,10 +327,7 @@ mod tests {
         let c = &parse(TINY, GroundTruth::Clean).unwrap()[0];
         let ids: Vec<&str> = c.questions.iter().map(|q| q.id.as_str()).collect();
         assert_eq!(ids, vec!["conv-x_q0", "conv-x_q1", "conv-x_q3"]);
-        assert_eq!(
-            c.questions[1].gold_sessions,
-            vec!["session_2", "session_10"]
-        );
+        assert_eq!(c.questions[1].gold_sessions, vec!["session_2", "session_10"]);
         assert_eq!(c.questions[2].gold_sessions, vec!["session_2"]);
     }
 
@@ -411,18 +367,12 @@ mod tests {
         assert_eq!(outside, vec![("conv-43", "session_")]);
         // Per-category counts as in the data.
         let count = |cat: &str| qs.iter().filter(|q| q.category == cat).count();
-        assert_eq!(
-            [count("1"), count("2"), count("3"), count("4"), count("5")],
-            [282, 321, 96, 841, 446]
-        );
+        assert_eq!([count("1"), count("2"), count("3"), count("4"), count("5")], [282, 321, 96, 841, 446]);
         // conv-26 has 35 session date keys but only 19 dialog sessions.
         assert_eq!(corpora[0].id, "conv-26");
         assert_eq!(corpora[0].sessions.len(), 19);
         assert_eq!(corpora[0].sessions[18].id, "session_19");
-        assert!(corpora
-            .iter()
-            .flat_map(|c| &c.sessions)
-            .all(|s| !s.turns.is_empty() && !s.date.is_empty()));
+        assert!(corpora.iter().flat_map(|c| &c.sessions).all(|s| !s.turns.is_empty() && !s.date.is_empty()));
     }
 
     #[test]
@@ -434,9 +384,7 @@ mod tests {
         assert!(qs.iter().all(|q| !q.gold_sessions.is_empty()));
         assert!(corpora.iter().all(|c| {
             let ids: HashSet<&str> = c.sessions.iter().map(|s| s.id.as_str()).collect();
-            c.questions
-                .iter()
-                .all(|q| q.gold_sessions.iter().all(|g| ids.contains(g.as_str())))
+            c.questions.iter().all(|q| q.gold_sessions.iter().all(|g| ids.contains(g.as_str())))
         }));
         // Every kept question has at least one evidence turn that exists.
         assert!(qs.iter().all(|q| !q.evidence.is_empty()));

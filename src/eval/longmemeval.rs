@@ -67,8 +67,8 @@ pub fn normalize_session_id(id: &str) -> String {
 
 /// Loads a LongMemEval file: one corpus (with one question) per non-abstention question, in file order.
 pub fn load(path: &Path, gt: GroundTruth) -> Result<Vec<EvalCorpus>, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot read LongMemEval file {}: {e}", path.display()))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read LongMemEval file {}: {e}", path.display()))?;
     let entries: Vec<RawEntry> = serde_json::from_reader(BufReader::new(file))
         .map_err(|e| format!("{}: invalid LongMemEval JSON: {e}", path.display()))?;
     convert(entries, gt).map_err(|e| format!("{}: {e}", path.display()))
@@ -76,8 +76,7 @@ pub fn load(path: &Path, gt: GroundTruth) -> Result<Vec<EvalCorpus>, String> {
 
 /// Parses LongMemEval JSON text (see [`load`]).
 pub fn parse(json: &str, gt: GroundTruth) -> Result<Vec<EvalCorpus>, String> {
-    let entries: Vec<RawEntry> =
-        serde_json::from_str(json).map_err(|e| format!("invalid LongMemEval JSON: {e}"))?;
+    let entries: Vec<RawEntry> = serde_json::from_str(json).map_err(|e| format!("invalid LongMemEval JSON: {e}"))?;
     convert(entries, gt)
 }
 
@@ -109,11 +108,7 @@ fn build_corpus(entry: RawEntry, gt: GroundTruth) -> Result<Option<EvalCorpus>, 
     let mut sessions = Vec::with_capacity(n);
     let mut gold = Vec::new();
     let mut evidence = Vec::new();
-    let parts = entry
-        .haystack_session_ids
-        .into_iter()
-        .zip(entry.haystack_dates)
-        .zip(entry.haystack_sessions);
+    let parts = entry.haystack_session_ids.into_iter().zip(entry.haystack_dates).zip(entry.haystack_sessions);
     for ((raw_id, date), raw_turns) in parts {
         let id = normalize_session_id(&raw_id);
         let turns: Vec<EvalTurn> = raw_turns
@@ -146,11 +141,7 @@ fn build_corpus(entry: RawEntry, gt: GroundTruth) -> Result<Option<EvalCorpus>, 
         gold_sessions,
         evidence: dedup_keep_order(evidence),
     };
-    Ok(Some(EvalCorpus {
-        id: entry.question_id,
-        sessions,
-        questions: vec![question],
-    }))
+    Ok(Some(EvalCorpus { id: entry.question_id, sessions, questions: vec![question] }))
 }
 
 #[cfg(test)]
@@ -162,10 +153,7 @@ mod tests {
         assert!(is_abstention("gpt4_2655b836_abs"));
         assert!(!is_abstention("gpt4_2655b836"));
         assert_eq!(normalize_session_id("answer_4be1b6b4_2"), "4be1b6b4_2");
-        assert_eq!(
-            normalize_session_id("sharegpt_yywfHz_0"),
-            "sharegpt_yywfHz_0"
-        );
+        assert_eq!(normalize_session_id("sharegpt_yywfHz_0"), "sharegpt_yywfHz_0");
     }
 
     #[test]

@@ -114,65 +114,37 @@ mod tests {
     fn check(ranking: &[&str], gold: &[&str], expected: [(f64, f64, f64); 3]) {
         let gold: Vec<String> = gold.iter().map(|s| s.to_string()).collect();
         for (k, exp) in [1, 3, 5].into_iter().zip(expected) {
-            let got = (
-                recall_any(ranking, &gold, k),
-                recall_all(ranking, &gold, k),
-                r4(ndcg_any(ranking, &gold, k)),
-            );
+            let got = (recall_any(ranking, &gold, k), recall_all(ranking, &gold, k), r4(ndcg_any(ranking, &gold, k)));
             assert_eq!(got, exp, "ranking {ranking:?} gold {gold:?} k={k}");
             // The reference formula agrees when all gold ids are in the corpus.
             let corpus = ["s1", "s2", "s3", "s4", "s5"];
-            assert_eq!(
-                r4(ndcg_any_in_corpus(ranking, &gold, &corpus, k)),
-                exp.2,
-                "reference ndcg, k={k}"
-            );
+            assert_eq!(r4(ndcg_any_in_corpus(ranking, &gold, &corpus, k)), exp.2, "reference ndcg, k={k}");
         }
     }
 
     #[test]
     fn golden_single_gold_ranked_first() {
-        check(
-            &["s3", "s1", "s2", "s4", "s5"],
-            &["s3"],
-            [(1.0, 1.0, 1.0), (1.0, 1.0, 1.0), (1.0, 1.0, 1.0)],
-        );
+        check(&["s3", "s1", "s2", "s4", "s5"], &["s3"], [(1.0, 1.0, 1.0), (1.0, 1.0, 1.0), (1.0, 1.0, 1.0)]);
     }
 
     #[test]
     fn golden_single_gold_ranked_second() {
-        check(
-            &["s1", "s3", "s2", "s4", "s5"],
-            &["s3"],
-            [(0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (1.0, 1.0, 1.0)],
-        );
+        check(&["s1", "s3", "s2", "s4", "s5"], &["s3"], [(0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (1.0, 1.0, 1.0)]);
     }
 
     #[test]
     fn golden_single_gold_ranked_third() {
-        check(
-            &["s1", "s2", "s3", "s4", "s5"],
-            &["s3"],
-            [(0.0, 0.0, 0.0), (1.0, 1.0, 0.6309), (1.0, 1.0, 0.6309)],
-        );
+        check(&["s1", "s2", "s3", "s4", "s5"], &["s3"], [(0.0, 0.0, 0.0), (1.0, 1.0, 0.6309), (1.0, 1.0, 0.6309)]);
     }
 
     #[test]
     fn golden_single_gold_ranked_fifth() {
-        check(
-            &["s1", "s2", "s4", "s5", "s3"],
-            &["s3"],
-            [(0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (1.0, 1.0, 0.4307)],
-        );
+        check(&["s1", "s2", "s4", "s5", "s3"], &["s3"], [(0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (1.0, 1.0, 0.4307)]);
     }
 
     #[test]
     fn golden_two_gold_first_and_fifth() {
-        check(
-            &["s3", "s1", "s2", "s4", "s5"],
-            &["s3", "s5"],
-            [(1.0, 0.0, 1.0), (1.0, 0.0, 0.5), (1.0, 1.0, 0.7153)],
-        );
+        check(&["s3", "s1", "s2", "s4", "s5"], &["s3", "s5"], [(1.0, 0.0, 1.0), (1.0, 0.0, 0.5), (1.0, 1.0, 0.7153)]);
     }
 
     #[test]
@@ -203,10 +175,7 @@ mod tests {
         assert_eq!(recall_all(&ranking, &gold, 2), 1.0);
         assert_eq!(ndcg_any(&ranking, &gold, 3), 1.0); // IDCG over one distinct gold id
         let dup_ranking = ["s1", "s1", "s2"];
-        assert_eq!(
-            r4(ndcg_any(&dup_ranking, &["s1", "s2"], 3)),
-            r4(ndcg_any(&["s1", "s3", "s2"], &["s1", "s2"], 3))
-        );
+        assert_eq!(r4(ndcg_any(&dup_ranking, &["s1", "s2"], 3)), r4(ndcg_any(&["s1", "s3", "s2"], &["s1", "s2"], 3)));
         // k beyond the ranking takes the whole ranking
         assert_eq!(recall_all(&ranking, &["s3"], 50), 1.0);
     }

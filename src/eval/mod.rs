@@ -44,10 +44,7 @@ impl EvalTurn {
     /// `\n The image Caption: {caption}` (sic, with the leading space) when the utterance has a caption.
     pub fn utterance(&self) -> String {
         match &self.caption {
-            Some(c) => format!(
-                "[{}]: {}\n The image Caption: {}",
-                self.speaker, self.text, c
-            ),
+            Some(c) => format!("[{}]: {}\n The image Caption: {}", self.speaker, self.text, c),
             None => format!("[{}]: {}", self.speaker, self.text),
         }
     }
@@ -67,15 +64,7 @@ impl EvalSession {
     /// The reference embedding units: consecutive utterances paired by position, (0,1), (2,3), …, joined by
     /// `"\n"`; an odd last utterance stands alone. Pairing ignores speakers.
     pub fn paired_texts(&self) -> Vec<String> {
-        self.turns
-            .chunks(2)
-            .map(|pair| {
-                pair.iter()
-                    .map(EvalTurn::utterance)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .collect()
+        self.turns.chunks(2).map(|pair| pair.iter().map(EvalTurn::utterance).collect::<Vec<_>>().join("\n")).collect()
     }
 }
 
@@ -138,10 +127,7 @@ impl GroundTruth {
 /// Deduplicate, keeping the first occurrence of each item in order.
 pub(crate) fn dedup_keep_order(items: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
-    items
-        .into_iter()
-        .filter(|s| seen.insert(s.clone()))
-        .collect()
+    items.into_iter().filter(|s| seen.insert(s.clone())).collect()
 }
 
 #[cfg(test)]
@@ -163,18 +149,11 @@ mod tests {
         let s = EvalSession {
             id: "session_1".into(),
             date: String::new(),
-            turns: vec![
-                turn("Ann", "hi", None),
-                turn("Bob", "look", Some("a dog")),
-                turn("Ann", "nice", None),
-            ],
+            turns: vec![turn("Ann", "hi", None), turn("Bob", "look", Some("a dog")), turn("Ann", "nice", None)],
         };
         assert_eq!(
             s.paired_texts(),
-            vec![
-                "[Ann]: hi\n[Bob]: look\n The image Caption: a dog".to_string(),
-                "[Ann]: nice".to_string()
-            ]
+            vec!["[Ann]: hi\n[Bob]: look\n The image Caption: a dog".to_string(), "[Ann]: nice".to_string()]
         );
     }
 

@@ -65,9 +65,7 @@ pub struct Metrics {
 impl Metrics {
     /// The keys in order: `recall_all@3`, `recall_any@3`, `ndcg_any@3`, `recall_all@5`, …
     pub fn keys() -> Vec<String> {
-        KS.iter()
-            .flat_map(|k| METRICS.iter().map(move |m| format!("{m}@{k}")))
-            .collect()
+        KS.iter().flat_map(|k| METRICS.iter().map(move |m| format!("{m}@{k}"))).collect()
     }
 
     /// The value of a key such as `"recall_all@5"`.
@@ -81,10 +79,7 @@ impl Metrics {
 
     fn entries(&self) -> impl Iterator<Item = (String, f64)> + '_ {
         KS.iter().enumerate().flat_map(move |(ki, k)| {
-            METRICS
-                .iter()
-                .enumerate()
-                .map(move |(mi, m)| (format!("{m}@{k}"), self.values[ki][mi]))
+            METRICS.iter().enumerate().map(move |(mi, m)| (format!("{m}@{k}"), self.values[ki][mi]))
         })
     }
 }
@@ -122,10 +117,7 @@ impl Scores {
             }
         }
         let values = sums.map(|row| row.map(|s| s * 100.0 / n as f64));
-        Scores {
-            n,
-            metrics: Metrics { values },
-        }
+        Scores { n, metrics: Metrics { values } }
     }
 
     /// The value of a metric key such as `"ndcg_any@10"`.
@@ -173,10 +165,7 @@ pub fn aggregate(results: &[QuestionResult]) -> Report {
             (c.to_string(), scores)
         })
         .collect();
-    Report {
-        overall: Scores::of(results),
-        per_category,
-    }
+    Report { overall: Scores::of(results), per_category }
 }
 
 impl Report {
@@ -193,19 +182,10 @@ impl Report {
             Some(l) => format!("{c} {l}"),
             None => c.to_string(),
         };
-        let mut rows: Vec<(String, &Scores)> = self
-            .per_category
-            .iter()
-            .map(|(c, s)| (row_name(c), s))
-            .collect();
+        let mut rows: Vec<(String, &Scores)> = self.per_category.iter().map(|(c, s)| (row_name(c), s)).collect();
         rows.push(("all".to_string(), &self.overall));
 
-        let name_w = rows
-            .iter()
-            .map(|(n, _)| n.chars().count())
-            .chain(["category".len()])
-            .max()
-            .unwrap_or(8);
+        let name_w = rows.iter().map(|(n, _)| n.chars().count()).chain(["category".len()]).max().unwrap_or(8);
         let col_w = headers.iter().map(String::len).max().unwrap_or(6).max(6);
 
         let mut out = String::new();
@@ -271,32 +251,16 @@ mod tests {
     fn aggregation_overall_and_per_category() {
         let report = aggregate(&tiny());
         assert_eq!(report.overall.n, 4);
-        let cats: Vec<&str> = report
-            .per_category
-            .iter()
-            .map(|(c, _)| c.as_str())
-            .collect();
+        let cats: Vec<&str> = report.per_category.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(cats, vec!["2", "10"]); // numeric order
 
         // q2 at k=3: any 1, all 0, ndcg = 1 / (1 + 1) = 0.5; at k=5 and 10: all 1, ndcg = (1 + 1/2) / 2 = 0.75.
         let o = &report.overall;
-        assert!(close(
-            o.get("recall_all@3").unwrap(),
-            (1.0 + 0.0 + 0.0 + 1.0) / 4.0 * 100.0
-        ));
-        assert!(close(
-            o.get("recall_any@3").unwrap(),
-            (1.0 + 1.0 + 0.0 + 0.0) / 4.0 * 100.0
-        ));
-        assert!(close(
-            o.get("ndcg_any@3").unwrap(),
-            (1.0 + 0.5) / 4.0 * 100.0
-        ));
+        assert!(close(o.get("recall_all@3").unwrap(), (1.0 + 0.0 + 0.0 + 1.0) / 4.0 * 100.0));
+        assert!(close(o.get("recall_any@3").unwrap(), (1.0 + 1.0 + 0.0 + 0.0) / 4.0 * 100.0));
+        assert!(close(o.get("ndcg_any@3").unwrap(), (1.0 + 0.5) / 4.0 * 100.0));
         assert!(close(o.get("recall_all@5").unwrap(), 75.0));
-        assert!(close(
-            o.get("ndcg_any@10").unwrap(),
-            (1.0 + 0.75) / 4.0 * 100.0
-        ));
+        assert!(close(o.get("ndcg_any@10").unwrap(), (1.0 + 0.75) / 4.0 * 100.0));
 
         let (_, c2) = &report.per_category[0];
         assert_eq!(c2.n, 2);
@@ -316,15 +280,9 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         let mut expected = Metrics::keys();
-        assert_eq!(
-            expected[..3],
-            ["recall_all@3", "recall_any@3", "ndcg_any@3"].map(String::from)
-        );
+        assert_eq!(expected[..3], ["recall_all@3", "recall_any@3", "ndcg_any@3"].map(String::from));
         // serialisation order follows KS × METRICS
-        let positions: Vec<usize> = expected
-            .iter()
-            .map(|k| text.find(k.as_str()).unwrap())
-            .collect();
+        let positions: Vec<usize> = expected.iter().map(|k| text.find(k.as_str()).unwrap()).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]));
         keys.sort();
         expected.sort();

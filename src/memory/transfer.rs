@@ -71,17 +71,31 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 title: s.title,
             })
             .collect();
-        Export { format: EXPORT_FORMAT.into(), version: EXPORT_VERSION, exported_at: now, model: MODEL_ID.into(), sessions }
+        Export {
+            format: EXPORT_FORMAT.into(),
+            version: EXPORT_VERSION,
+            exported_at: now,
+            model: MODEL_ID.into(),
+            sessions,
+        }
     }
 
     /// Adds the sessions of an exported document (validated as a whole first: a bad document stores nothing).
     /// Each session is written in one transaction; `progress(done, total)` is called after each.
-    pub async fn import(&mut self, doc: &Export, now: TimeMs, mut progress: impl FnMut(usize, usize)) -> Result<ImportReport> {
+    pub async fn import(
+        &mut self,
+        doc: &Export,
+        now: TimeMs,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<ImportReport> {
         if doc.format != EXPORT_FORMAT {
             return Err(Error::invalid(format!("not a loci export (format {:?})", doc.format)));
         }
         if doc.version != EXPORT_VERSION {
-            return Err(Error::invalid(format!("export version {} is not supported (expected {EXPORT_VERSION})", doc.version)));
+            return Err(Error::invalid(format!(
+                "export version {} is not supported (expected {EXPORT_VERSION})",
+                doc.version
+            )));
         }
         let mut batches = Vec::with_capacity(doc.sessions.len());
         for (i, s) in doc.sessions.iter().enumerate() {

@@ -103,33 +103,15 @@ impl WordPiece {
     ///
     /// Only BertNormalizer + BertPreTokenizer + WordPiece with plain added tokens is accepted.
     pub fn from_tokenizer_json(json: &str) -> Result<WordPiece> {
-        let t: TokenizerJson = serde_json::from_str(json)
-            .map_err(|e| err(format!("not a BERT WordPiece tokenizer ({e})")))?;
+        let t: TokenizerJson =
+            serde_json::from_str(json).map_err(|e| err(format!("not a BERT WordPiece tokenizer ({e})")))?;
         let kinds = (t.model.kind, t.normalizer.kind, t.pre_tokenizer.kind);
-        if kinds
-            != (
-                Only::WordPiece,
-                Only::BertNormalizer,
-                Only::BertPreTokenizer,
-            )
-        {
-            return Err(err(
-                "expected a WordPiece model, BertNormalizer and BertPreTokenizer",
-            ));
+        if kinds != (Only::WordPiece, Only::BertNormalizer, Only::BertPreTokenizer) {
+            return Err(err("expected a WordPiece model, BertNormalizer and BertPreTokenizer"));
         }
-        let id_of = |tok: &str| {
-            t.model
-                .vocab
-                .get(tok)
-                .copied()
-                .ok_or_else(|| err(format!("vocab has no {tok}")))
-        };
-        let (unk_id, cls_id, sep_id, pad_id) = (
-            id_of(&t.model.unk_token)?,
-            id_of("[CLS]")?,
-            id_of("[SEP]")?,
-            id_of("[PAD]")?,
-        );
+        let id_of = |tok: &str| t.model.vocab.get(tok).copied().ok_or_else(|| err(format!("vocab has no {tok}")));
+        let (unk_id, cls_id, sep_id, pad_id) =
+            (id_of(&t.model.unk_token)?, id_of("[CLS]")?, id_of("[SEP]")?, id_of("[PAD]")?);
         let mut wp = WordPiece {
             raw_added: Vec::new(),
             norm_added: Vec::new(),
@@ -206,10 +188,7 @@ impl WordPiece {
         for c in text.chars() {
             if n.clean_text {
                 // Tab/CR/LF are Cc but count as whitespace; other Cc/Cf/Co (incl. zero-width chars) are dropped.
-                if c == '\0'
-                    || c == '\u{fffd}'
-                    || (!matches!(c, '\t' | '\n' | '\r') && c.is_other())
-                {
+                if c == '\0' || c == '\u{fffd}' || (!matches!(c, '\t' | '\n' | '\r') && c.is_other()) {
                     continue;
                 }
                 if c.is_whitespace() {
@@ -261,28 +240,19 @@ impl WordPiece {
             out.push(self.unk_id);
             return;
         }
-        let ends: Vec<usize> = word
-            .char_indices()
-            .map(|(i, _)| i)
-            .skip(1)
-            .chain([word.len()])
-            .collect();
+        let ends: Vec<usize> = word.char_indices().map(|(i, _)| i).skip(1).chain([word.len()]).collect();
         let first = out.len();
         let mut piece = String::with_capacity(word.len() + self.prefix.len());
         let mut start = 0;
         while start < word.len() {
-            let found = ends
-                .iter()
-                .rev()
-                .take_while(|&&end| end > start)
-                .find_map(|&end| {
-                    piece.clear();
-                    if start > 0 {
-                        piece.push_str(&self.prefix);
-                    }
-                    piece.push_str(&word[start..end]);
-                    self.vocab.get(piece.as_str()).map(|&id| (id, end))
-                });
+            let found = ends.iter().rev().take_while(|&&end| end > start).find_map(|&end| {
+                piece.clear();
+                if start > 0 {
+                    piece.push_str(&self.prefix);
+                }
+                piece.push_str(&word[start..end]);
+                self.vocab.get(piece.as_str()).map(|&id| (id, end))
+            });
             match found {
                 Some((id, end)) => {
                     out.push(id);
@@ -306,10 +276,7 @@ fn split_added<'t>(text: &'t str, tokens: &[(String, u32)]) -> Vec<Piece<'t>> {
     let mut i = 0;
     while i < text.len() {
         let tail = &text[i..];
-        let best = tokens
-            .iter()
-            .filter(|(t, _)| tail.starts_with(t.as_str()))
-            .max_by_key(|(t, _)| t.len());
+        let best = tokens.iter().filter(|(t, _)| tail.starts_with(t.as_str())).max_by_key(|(t, _)| t.len());
         if let Some((t, id)) = best {
             if rest_start < i {
                 pieces.push(Piece::Text(&text[rest_start..i]));
@@ -341,14 +308,11 @@ mod tests {
 
     fn tiny_json() -> String {
         let words = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "cafe", "!", ",", "'", "un",
-            "##aff", "##able", "中", "文", "a", "##a", "don", "t",
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "cafe", "!", ",", "'", "un", "##aff", "##able", "中",
+            "文", "a", "##a", "don", "t",
         ];
-        let vocab: serde_json::Map<String, serde_json::Value> = words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (w.to_string(), i.into()))
-            .collect();
+        let vocab: serde_json::Map<String, serde_json::Value> =
+            words.iter().enumerate().map(|(i, w)| (w.to_string(), i.into())).collect();
         let json = serde_json::json!({
             "added_tokens": [
                 {"id": 0, "content": "[PAD]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
@@ -404,10 +368,7 @@ mod tests {
 
     #[test]
     fn removes_control_and_zero_width_chars() {
-        assert_eq!(
-            tiny().encode("hel\u{200b}lo\u{0007}\tworld\u{200d}\u{0000}\u{fffd}"),
-            vec![4, 5]
-        );
+        assert_eq!(tiny().encode("hel\u{200b}lo\u{0007}\tworld\u{200d}\u{0000}\u{fffd}"), vec![4, 5]);
     }
 
     #[test]
@@ -422,10 +383,7 @@ mod tests {
     #[test]
     fn special_ids_and_errors() {
         let wp = tiny();
-        assert_eq!(
-            (wp.cls_id(), wp.sep_id(), wp.pad_id(), wp.vocab_size()),
-            (2, 3, 0, 19)
-        );
+        assert_eq!((wp.cls_id(), wp.sep_id(), wp.pad_id(), wp.vocab_size()), (2, 3, 0, 19));
         assert!(tiny().encode("").is_empty());
         let other_pre = tiny_json().replace("BertPreTokenizer", "Whitespace");
         let swapped = tiny_json().replace("BertPreTokenizer", "WordPiece");
