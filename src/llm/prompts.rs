@@ -178,12 +178,14 @@ pub fn judge_schema() -> JsonSchema {
     }
 }
 
+/// Snapshot testing of rendered prompts, shared by this module's tests and the distillation prompts' tests.
 #[cfg(all(test, not(target_arch = "wasm32")))]
-mod tests {
-    use super::*;
+pub(crate) mod snapshots {
+    use super::ChatMessage;
 
-    fn render(messages: &[ChatMessage]) -> String {
-        let mut out = format!("# {VERSION}\n");
+    /// Messages as reviewable text under a version header.
+    pub fn render(version: &str, messages: &[ChatMessage]) -> String {
+        let mut out = format!("# {version}\n");
         for m in messages {
             out.push_str(&format!("=== {:?} ===\n{}\n", m.role, m.content));
         }
@@ -191,7 +193,7 @@ mod tests {
     }
 
     /// Compares with `src/llm/snapshots/{name}.txt`; `LOCI_UPDATE_SNAPSHOTS=1` rewrites it.
-    fn snapshot(name: &str, actual: &str) {
+    pub fn check(name: &str, actual: &str) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("src/llm/snapshots/{name}.txt"));
         if std::env::var_os("LOCI_UPDATE_SNAPSHOTS").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -201,6 +203,16 @@ mod tests {
         let expected = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{}: {e}; run with LOCI_UPDATE_SNAPSHOTS=1 to create it", path.display()));
         assert!(expected == actual, "prompt {name} changed; review and rerun with LOCI_UPDATE_SNAPSHOTS=1:\n{actual}");
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::snapshots::check as snapshot;
+    use super::*;
+
+    fn render(messages: &[ChatMessage]) -> String {
+        snapshots::render(VERSION, messages)
     }
 
     fn sessions() -> Vec<QdpSession> {

@@ -398,24 +398,10 @@ pub fn consolidate_schema() -> JsonSchema {
 mod tests {
     use super::*;
 
-    fn render(messages: &[ChatMessage]) -> String {
-        let mut out = format!("# {DISTILL_VERSION}\n");
-        for m in messages {
-            out.push_str(&format!("=== {:?} ===\n{}\n", m.role, m.content));
-        }
-        out
-    }
+    use crate::llm::prompts::snapshots::check as snapshot;
 
-    /// Compares with `src/llm/snapshots/{name}.txt`; `LOCI_UPDATE_SNAPSHOTS=1` rewrites it.
-    fn snapshot(name: &str, actual: &str) {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("src/llm/snapshots/{name}.txt"));
-        if std::env::var_os("LOCI_UPDATE_SNAPSHOTS").is_some() {
-            std::fs::write(&path, actual).unwrap();
-            return;
-        }
-        let expected = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}; run with LOCI_UPDATE_SNAPSHOTS=1 to create it", path.display()));
-        assert!(expected == actual, "prompt {name} changed; review and rerun with LOCI_UPDATE_SNAPSHOTS=1:\n{actual}");
+    fn render(messages: &[ChatMessage]) -> String {
+        crate::llm::prompts::snapshots::render(DISTILL_VERSION, messages)
     }
 
     fn line(label: &str, speaker: &str, text: &str) -> Line {
