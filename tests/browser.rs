@@ -100,17 +100,6 @@ async fn memories_persist_across_close_and_reopen() {
     wait(m.close()).await.unwrap();
 }
 
-#[derive(serde::Deserialize)]
-struct Item {
-    text: String,
-    vector: Vec<f32>,
-}
-
-#[derive(serde::Deserialize)]
-struct Reference {
-    items: Vec<Item>,
-}
-
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt())

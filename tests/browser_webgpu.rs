@@ -10,17 +10,6 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[derive(serde::Deserialize)]
-struct Item {
-    text: String,
-    vector: Vec<f32>,
-}
-
-#[derive(serde::Deserialize)]
-struct Reference {
-    items: Vec<Item>,
-}
-
 #[wasm_bindgen_test]
 async fn webgpu_device_embeds_like_the_reference_and_auto_skips_software_adapters() {
     // Explicit WebGPU: the session runs on the WebGPU provider and its vectors match Python's.

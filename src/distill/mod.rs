@@ -15,7 +15,7 @@
 //! consolidate are skipped when nothing is similar enough to offer — so a window of w = 20 turns costs 2–6 calls.
 
 pub mod model;
-mod pipeline;
+pub(crate) mod pipeline;
 pub mod segment;
 
 use async_trait::async_trait;

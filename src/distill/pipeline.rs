@@ -91,7 +91,8 @@ fn bad(msg: String) -> Error {
     Error::LlmBadReply(msg)
 }
 
-fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
+/// A fresh job with the next id.
+pub(crate) fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
     let id = *meta_next;
     *meta_next += 1;
     Job { id, work, attempts: 0, next_try: now, parked: false, last_error: None, created: now }

@@ -175,16 +175,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         ended.sort();
         ended.dedup();
         let mut queue = |work: JobKind, meta: &mut crate::distill::DistillMeta| {
-            w.jobs.push(Job {
-                id: meta.next_job,
-                work,
-                attempts: 0,
-                next_try: now,
-                parked: false,
-                last_error: None,
-                created: now,
-            });
-            meta.next_job += 1;
+            w.jobs.push(crate::distill::pipeline::new_job(&mut meta.next_job, work, now));
         };
         for s in ended {
             if !self.segment_queued(&s, true) {
@@ -231,16 +222,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut meta = self.distill.meta.clone();
         for s in sessions {
             if !self.segment_queued(&s, true) {
-                w.jobs.push(Job {
-                    id: meta.next_job,
-                    work: JobKind::Segment { session: s, last: true },
-                    attempts: 0,
-                    next_try: now,
-                    parked: false,
-                    last_error: None,
-                    created: now,
-                });
-                meta.next_job += 1;
+                w.jobs.push(crate::distill::pipeline::new_job(
+                    &mut meta.next_job,
+                    JobKind::Segment { session: s, last: true },
+                    now,
+                ));
             }
         }
         if !w.jobs.is_empty() {

@@ -102,3 +102,15 @@ pub async fn fetch_bytes(url: &str) -> Vec<u8> {
     let buf = wait(resp.array_buffer().unwrap()).await.unwrap();
     js_sys::Uint8Array::new(&buf).to_vec()
 }
+
+/// One text of tests/fixtures/reference_vectors.json and its Python onnxruntime vector.
+#[derive(serde::Deserialize)]
+pub struct Item {
+    pub text: String,
+    pub vector: Vec<f32>,
+}
+
+#[derive(serde::Deserialize)]
+pub struct Reference {
+    pub items: Vec<Item>,
+}
