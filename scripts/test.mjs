@@ -71,10 +71,12 @@ const browserEnv = {
 for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*\.rs$/.test(f)).sort()) {
   const name = file.replace(/\.rs$/, "");
   const webgpu = name.includes("webgpu");
+  // Long suites (SwiftShader WebGPU; distilling a whole LoCoMo conversation, ~2 min) get more than the default.
+  const long = webgpu || name === "browser_distill";
   step(`browser tests: ${name}`, "cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
     ...browserEnv,
     WASM_BINDGEN_TEST_WEBDRIVER_JSON: webgpu ? "tests/webdriver-webgpu.json" : "tests/webdriver.json",
-    ...(webgpu ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
+    ...(long ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
   });
 }
 await realModelSmoke();

@@ -103,9 +103,10 @@ struct DistillOptions {
     backoff_ms: Option<f64>,
     max_backoff_ms: Option<f64>,
     max_tokens: Option<u32>,
+    auto_run: Option<bool>,
 }
 
-const DISTILL_KEYS: [&str; 8] = [
+const DISTILL_KEYS: [&str; 9] = [
     "window",
     "mergeCandidates",
     "predictFacts",
@@ -114,15 +115,24 @@ const DISTILL_KEYS: [&str; 8] = [
     "backoffMs",
     "maxBackoffMs",
     "maxTokens",
+    "autoRun",
 ];
 
+/// Distillation as opened: the pipeline's configuration, and whether jobs run in the background.
+#[derive(Clone, Copy)]
+struct DistillSetup {
+    config: DistillConfig,
+    /// Run queued jobs in the background as soon as they are due (default); else only `flush()` runs them.
+    auto_run: bool,
+}
+
 /// `undefined`, `null` or `false`: off; `true`: the defaults; an object: the defaults with these changes.
-fn parse_distill(v: &JsValue) -> Result<Option<DistillConfig>, Error> {
+fn parse_distill(v: &JsValue) -> Result<Option<DistillSetup>, Error> {
     if v.is_undefined() || v.is_null() || v.as_bool() == Some(false) {
         return Ok(None);
     }
     if v.as_bool() == Some(true) {
-        return Ok(Some(DistillConfig::default()));
+        return Ok(Some(DistillSetup { config: DistillConfig::default(), auto_run: true }));
     }
     check_keys(v, &DISTILL_KEYS, "distill options")?;
     let o: DistillOptions = from_js(v.clone(), "distill options")?;
@@ -161,7 +171,7 @@ fn parse_distill(v: &JsValue) -> Result<Option<DistillConfig>, Error> {
     if o.max_tokens.is_some() {
         c.max_tokens = o.max_tokens;
     }
-    Ok(Some(c))
+    Ok(Some(DistillSetup { config: c, auto_run: o.auto_run.unwrap_or(true) }))
 }
 
 /// `sources` of `recall` and `answer`: which distilled memory to combine, and how many of each.
@@ -544,6 +554,62 @@ pub struct Memory {
     on_progress: Option<Function>,
     /// Whether the memory was opened with `distill` (routes recall and answer, see the module docs).
     distill: bool,
+    jobs: JobRunner,
+}
+
+/// Runs queued distillation jobs in the background, one per hold of the memory's lock (so a recall or an
+/// `addMessages` waits for one job at most), in queue order, waiting out retry backoffs on a timer. Started after
+/// `addMessages`, at open (work queued before a reload resumes), and when an LLM is set or parked jobs are retried;
+/// it stops when nothing is due, the memory closes, or the LLM is removed. Only one runs per memory.
+#[derive(Clone)]
+struct JobRunner {
+    inner: Rc<Mutex<Option<Core>>>,
+    llm: Rc<RefCell<Option<Rc<dyn Llm>>>>,
+    on_progress: Option<Function>,
+    /// Opened with `distill` and `autoRun` (the default).
+    enabled: bool,
+    running: Rc<std::cell::Cell<bool>>,
+}
+
+impl JobRunner {
+    fn start(&self) {
+        if !self.enabled || self.running.get() || self.llm.borrow().is_none() {
+            return;
+        }
+        self.running.set(true);
+        let me = self.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            if let Err(e) = me.drain().await {
+                // Nothing awaits a background run: tell the page through onProgress; the job stays queued.
+                if let Some(f) = &me.on_progress {
+                    let event = js_sys::Object::new();
+                    let _ = Reflect::set(&event, &"phase".into(), &"distill".into());
+                    let _ = Reflect::set(&event, &"error".into(), &js_error(e));
+                    let _ = f.call1(&JsValue::NULL, &event);
+                }
+            }
+            me.running.set(false);
+        });
+    }
+
+    async fn drain(&self) -> Result<(), Error> {
+        loop {
+            let Some(llm) = self.llm.borrow().clone() else { return Ok(()) };
+            let report = {
+                let mut guard = self.inner.lock().await;
+                let Some(core) = guard.as_mut() else { return Ok(()) }; // closed
+                let mut tell = |p: &DistillProgress| distill_progress(&self.on_progress, p);
+                core.run_jobs_up_to(1, &*llm, js_sys::Date::now(), &mut tell).await?
+            };
+            if report.jobs_run + report.failures > 0 {
+                continue;
+            }
+            match report.next_try {
+                Some(t) => sleep((t - js_sys::Date::now()).max(0.0)).await?,
+                None => return Ok(()),
+            }
+        }
+    }
 }
 
 async fn open_inner(options: JsValue) -> Result<Memory, Error> {
@@ -595,7 +661,7 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     if let Some(b) = e.batch_size {
         embed_config.batch_size = b;
     }
-    let mut config = MemoryConfig { embed: embed_config, distill, ..Default::default() };
+    let mut config = MemoryConfig { embed: embed_config, distill: distill.map(|d| d.config), ..Default::default() };
     if let Some(m) = opts.unit_mode {
         config.unit_mode = m;
     }
@@ -636,15 +702,26 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                     return Err(e);
                 }
             };
+            let inner = Rc::new(Mutex::new(Some(core)));
+            let llm = Rc::new(RefCell::new(llm));
+            let jobs = JobRunner {
+                inner: inner.clone(),
+                llm: llm.clone(),
+                on_progress: progress_callback.clone(),
+                enabled: distill.is_some_and(|d| d.auto_run),
+                running: Default::default(),
+            };
+            jobs.start(); // work queued before a reload resumes
             Ok(Memory {
-                inner: Rc::new(Mutex::new(Some(core))),
+                inner,
                 name: opts.name,
                 device_reason,
                 release_lock,
-                llm: Rc::new(RefCell::new(llm)),
+                llm,
                 tokenizer,
                 on_progress: progress_callback,
                 distill: distill.is_some(),
+                jobs,
             })
         }
         Err(e) => {
@@ -816,6 +893,7 @@ impl Memory {
         #[wasm_bindgen(unchecked_param_type = "AddOptions | undefined")] options: JsValue,
     ) -> Promise {
         let inner = self.inner.clone();
+        let jobs = self.jobs.clone();
         spawn(async move {
             if !js_sys::Array::is_array(&messages) {
                 return Err(Error::invalid(
@@ -832,6 +910,8 @@ impl Memory {
             let mut guard = inner.lock().await;
             let core = guard.as_mut().ok_or(Error::Closed)?;
             let report = core.add_messages(&messages, opts.session.as_deref(), js_sys::Date::now()).await?;
+            drop(guard);
+            jobs.start(); // distillation of a full window goes on after this call resolves
             to_js(&report).map_err(|_| Error::invalid("encoding the report"))
         })
     }
@@ -921,6 +1001,7 @@ impl Memory {
     ) -> Result<(), JsValue> {
         let parsed = parse_llm(&llm, &self.tokenizer).map_err(js_error)?;
         *self.llm.borrow_mut() = parsed;
+        self.jobs.start();
         Ok(())
     }
 
@@ -1095,14 +1176,18 @@ impl Memory {
         })
     }
 
-    /// Gives parked jobs another chance (e.g. after fixing the endpoint); resolves to how many. Run `flush()` next.
+    /// Gives parked jobs another chance (e.g. after fixing the endpoint); resolves to how many. They run in the
+    /// background (with `autoRun`) or at the next `flush()`.
     #[wasm_bindgen(js_name = retryParked, unchecked_return_type = "Promise<number>")]
     pub fn retry_parked(&self) -> Promise {
         let inner = self.inner.clone();
+        let jobs = self.jobs.clone();
         spawn(async move {
             let mut guard = inner.lock().await;
             let core = guard.as_mut().ok_or(Error::Closed)?;
             let n = core.retry_parked(js_sys::Date::now()).await?;
+            drop(guard);
+            jobs.start();
             Ok(JsValue::from(n as u32))
         })
     }

@@ -12,12 +12,13 @@ export interface OpenOptions {
   /** Without an explicit session, a pause longer than this starts a new session (default 30). */
   sessionGapMinutes?: number;
   /**
-   * Nemori distillation: turns are queued (durably, with the turns) for segmentation into episodes and facts, run
-   * by `flush()` with the configured LLM. `true` takes the defaults. With it on, `recall()` and `answer()` combine
-   * sessions, episodes and facts unless `prune` is given.
+   * Nemori distillation: turns are queued (durably, with the turns) for segmentation into episodes and facts. The
+   * jobs run in the background with the configured LLM as soon as a window fills (and resume after a reload);
+   * `flush()` also segments what is still buffered and waits for every job. `true` takes the defaults. With it on,
+   * `recall()` and `answer()` combine sessions, episodes and facts unless `prune` is given.
    */
   distill?: boolean | DistillOptions;
-  /** Open phases, and one `{ phase: "distill", … }` event per distillation job run by `flush()`. */
+  /** Open phases, one `{ phase: "distill", … }` event per distillation job run, and a background run's error. */
   onProgress?: (event: ProgressEvent | DistillProgressEvent) => void;
 }
 
@@ -39,6 +40,8 @@ export interface DistillOptions {
   maxBackoffMs?: number;
   /** Output cap per distillation call (default 4,000). */
   maxTokens?: number;
+  /** Run queued jobs in the background as soon as they are due (default true); `false`: only `flush()` runs them. */
+  autoRun?: boolean;
 }
 
 /** Where the model assets are (defaults: a self-hosted layout relative to the page). */
@@ -89,8 +92,18 @@ export interface ProgressEvent {
   detail?: string;
 }
 
-/** After each distillation job that `flush()` ran. */
-export interface DistillProgressEvent {
+/**
+ * After each distillation job run (by `flush()` or in the background); or, with `error` and nothing else, when a
+ * background run stopped on a storage error (its job stays queued: `flush()` retries it).
+ */
+export type DistillProgressEvent = DistillJobEvent | DistillErrorEvent;
+
+export interface DistillErrorEvent {
+  phase: "distill";
+  error: LociError;
+}
+
+export interface DistillJobEvent {
   phase: "distill";
   job: "segment" | "narrate" | "distill";
   /** False: it failed and will be retried after its backoff, or was parked. */

@@ -1,13 +1,15 @@
 //! Headless Chromium: distillation through the JS API over IndexedDB, against the scripted test server (its default
-//! mode answers distillation prompts with schema-valid replies derived from each prompt). One LoCoMo conversation
-//! (served by the test server from ../shared/data/locomo, never committed; its first `SESSIONS` sessions, to keep
-//! the browser run short) is distilled without faults, then again with faults injected mid-way — 500s, garbage
-//! JSON, the memory closed and reopened with work queued — and must end in the same turns, episodes and facts, with
-//! every turn in an episode. Then forgetting cascades through JS and survives a reopen, parked jobs are retried,
-//! and recall/answer combine the distilled sources.
+//! mode answers distillation prompts with schema-valid replies derived from each prompt). The whole of one LoCoMo
+//! conversation (served by the test server from ../shared/data/locomo, never committed) is distilled with faults
+//! injected mid-way — 500s, garbage JSON, the memory closed and reopened with work queued — and must end in the same
+//! turns, episodes and facts as the fault-free native run of the same code (`tests/distill_native.rs`, written to
+//! target/), with every turn in an episode. Jobs also run in the background without `flush()`, through an outage
+//! and a reopen. Then forgetting cascades through JS and survives a reopen, parked jobs are retried, and
+//! recall/answer combine the distilled sources.
 #![cfg(target_arch = "wasm32")]
 
 mod browser_common;
+mod locomo_fixture;
 
 use std::collections::BTreeSet;
 
@@ -19,9 +21,6 @@ use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
-
-/// Sessions of the conversation used (of 19): enough for several windows, merges, supersedes and a reopen.
-const SESSIONS: usize = 4;
 
 // Compiled in, so a run without the server fails with this message rather than a missing-env compile error.
 #[allow(clippy::option_env_unwrap)]
@@ -65,7 +64,9 @@ fn distill_options(name: &str, distill: &str, with_llm: bool) -> JsValue {
     options
 }
 
-const FAST: &str = r#"{"backoffMs": 20, "maxBackoffMs": 100}"#;
+/// Short backoffs so retries do not wait seconds; jobs run only in `flush()`, so that a run's order of work is
+/// fixed by the test (a background runner would interleave with it as timing allows).
+const FAST: &str = r#"{"backoffMs": 20, "maxBackoffMs": 100, "autoRun": false}"#;
 
 async fn open_distill(name: &str) -> loci::web::Memory {
     open_with(distill_options(name, FAST, true)).await.unwrap_or_else(|e| panic!("open {name}: {e:?}"))
@@ -104,13 +105,12 @@ async fn conversation() -> Option<Conversation> {
     };
     let doc: serde_json::Value = serde_json::from_str(&text).expect("LoCoMo JSON");
     let conv = doc["conversation"].as_object().expect("a conversation");
-    let mut numbers: Vec<u32> = conv
+    let numbers: Vec<u32> = conv
         .keys()
         .filter_map(|k| k.strip_prefix("session_").and_then(|n| n.parse().ok()))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    numbers.truncate(SESSIONS);
     let mut sessions = Vec::new();
     let mut messages = 0;
     for n in numbers {
@@ -185,54 +185,38 @@ async fn every_turn_in_an_episode(m: &loci::web::Memory) {
     assert_eq!(len(&stats, "distill.parked"), 0, "no job parked");
 }
 
+/// Numbers as f64 (JS has one number type; serde_json keeps integers apart from floats), recursively.
+fn numbers_as_f64(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Number(n) => serde_json::json!(n.as_f64().unwrap()),
+        serde_json::Value::Array(a) => a.iter().map(numbers_as_f64).collect(),
+        serde_json::Value::Object(o) => o.iter().map(|(k, x)| (k.clone(), numbers_as_f64(x))).collect(),
+        other => other.clone(),
+    }
+}
+
+fn llm_total(stats: &JsValue, field: &str) -> f64 {
+    ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
+        .iter()
+        .map(|p| num(stats, &format!("llm.{p}.{field}")))
+        .sum()
+}
+
 #[wasm_bindgen_test]
-async fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
+async fn the_whole_locomo_conversation_distils_under_faults_as_the_native_run_without() {
     let Some(conv) = conversation().await else { return };
+    let native = fetch_text(&format!("/{}", locomo_fixture::NATIVE_DISTILL_STATE))
+        .await
+        .expect("the native distill state: run the native tests first (npm test does)");
+    let clean = numbers_as_f64(&serde_json::from_str(&native).unwrap());
     reset().await;
 
-    // Fault-free: each session added, then flushed (as a chat app would at the end of a sitting).
-    delete("t-distill-clean").await;
-    let m = open_distill("t-distill-clean").await;
-    let events_before = distill_events();
-    for (id, msgs) in &conv.sessions {
-        add(&m, id, msgs).await;
-        let report = flush(&m).await;
-        assert_eq!(num(&report, "failures"), 0.0);
-        assert_eq!(num(&report, "jobsLeft"), 0.0);
-    }
-    every_turn_in_an_episode(&m).await;
-    let clean = state(&m).await;
-    let stats = wait(m.stats()).await.unwrap();
-    let calls: f64 = ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
-        .iter()
-        .map(|p| num(&stats, &format!("llm.{p}.calls")))
-        .sum();
-    web_sys::console::log_1(
-        &format!(
-            "browser distill on {} sessions: {} messages, {} episodes, {} facts, {calls} LLM calls = {:.3} per message",
-            conv.sessions.len(),
-            conv.messages,
-            clean["episodes"].as_array().unwrap().len(),
-            clean["facts"].as_array().unwrap().len(),
-            calls / conv.messages as f64
-        )
-        .into(),
-    );
-    assert!(len(&js(&clean.to_string()), "episodes") as usize >= conv.messages / 10);
-    assert!(num(&stats, "distill.factsActive") > 0.0);
-    assert!(num(&stats, "llm.merge.calls") > 0.0, "integration was exercised");
-    assert!(distill_events() > events_before, "flush reported progress as {{ phase: \"distill\" }}");
-    wait(m.close()).await.unwrap();
-
-    // Persistence: reopened, episodes and facts are read back from IndexedDB unchanged.
-    let m = open_distill("t-distill-clean").await;
-    assert_eq!(state(&m).await, clean, "episodes and facts persist across close and reopen");
-    wait(m.close()).await.unwrap();
-
-    // With faults: a burst of 500s (more than the client retries), garbage JSON twice (more than the corrective
-    // retry), a truncated reply, bad gateways; the memory closed and reopened with work queued; all mid-way.
+    // Each session added, then flushed (as a chat app would at the end of a sitting). Mid-way: a burst of 500s (more
+    // than the client retries), garbage JSON twice (more than the corrective retry), a truncated reply, bad
+    // gateways; then the memory closed with the next session's work queued but not run (a page reload), and reopened.
     delete("t-distill-faults").await;
     let mut m = open_distill("t-distill-faults").await;
+    let events_before = distill_events();
     let half = conv.sessions.len() / 2;
     let mut failures = 0.0;
     for (i, (id, msgs)) in conv.sessions.iter().enumerate() {
@@ -245,12 +229,7 @@ async fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
             .await;
         }
         if i == half {
-            // Close with the session's work queued but not run (a page reload), then reopen the same database.
-            let stats = wait(m.stats()).await.unwrap();
-            let errors: f64 = ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
-                .iter()
-                .map(|p| num(&stats, &format!("llm.{p}.errors")))
-                .sum();
+            let errors = llm_total(&wait(m.stats()).await.unwrap(), "errors");
             assert!(errors >= 3.0, "failed calls counted per phase ({errors})");
             wait(m.close()).await.unwrap();
             m = open_distill("t-distill-faults").await;
@@ -263,12 +242,111 @@ async fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
         failures += num(&flush(&m).await, "failures");
     }
     assert!(failures >= 3.0, "faults reached the job queue and were retried after their backoff ({failures})");
+    assert!(distill_events() > events_before, "flush reported progress as {{ phase: \"distill\" }}");
     every_turn_in_an_episode(&m).await;
-    let faulty = state(&m).await;
-    assert_eq!(faulty["turns"], clean["turns"]);
-    assert_eq!(faulty["episodes"], clean["episodes"]);
-    assert_eq!(faulty["facts"], clean["facts"]);
+    let faulty = numbers_as_f64(&state(&m).await);
+    let stats = wait(m.stats()).await.unwrap();
+    web_sys::console::log_1(
+        &format!(
+            "browser distill of conv-26 under faults: {} sessions, {} messages, {} episodes, {} facts, {} LLM calls \
+             ({} failed), {failures} job failures",
+            conv.sessions.len(),
+            conv.messages,
+            faulty["episodes"].as_array().unwrap().len(),
+            faulty["facts"].as_array().unwrap().len(),
+            llm_total(&stats, "calls"),
+            llm_total(&stats, "errors"),
+        )
+        .into(),
+    );
+    assert_eq!(faulty["turns"], clean["turns"], "the same turns as the native fault-free run");
+    assert_eq!(faulty["episodes"], clean["episodes"], "the same episodes as the native fault-free run");
+    assert_eq!(faulty["facts"], clean["facts"], "the same facts as the native fault-free run");
+    assert!(num(&stats, "llm.merge.calls") > 0.0, "integration was exercised");
+    assert!(num(&stats, "distill.factsSuperseded") > 0.0, "consolidation superseded facts");
     wait(m.close()).await.unwrap();
+
+    // Persistence: reopened, episodes and facts are read back from IndexedDB unchanged.
+    let m = open_distill("t-distill-faults").await;
+    assert_eq!(numbers_as_f64(&state(&m).await), clean, "episodes and facts persist across close and reopen");
+    wait(m.close()).await.unwrap();
+    delete("t-distill-faults").await;
+    reset().await;
+}
+
+/// Resolves after `ms` (the test page's timer).
+async fn pause(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).unwrap();
+    });
+    JsFuture::from(promise).await.unwrap();
+}
+
+/// Polls `stats()` until no job is queued (the background runner is done), at most `seconds`.
+async fn until_no_jobs(m: &loci::web::Memory, seconds: u32) -> JsValue {
+    for _ in 0..seconds * 20 {
+        let stats = wait(m.stats()).await.unwrap();
+        if num(&stats, "distill.jobs") == 0.0 {
+            return stats;
+        }
+        pause(50).await;
+    }
+    panic!("background distillation did not finish in {seconds} s");
+}
+
+#[wasm_bindgen_test]
+async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
+    let Some(conv) = conversation().await else { return };
+    reset().await;
+    delete("t-distill-background").await;
+    // autoRun is the default; a small window so that every session fills several.
+    let options = r#"{"window": 6, "backoffMs": 20, "maxBackoffMs": 100}"#;
+    let reopen = || open_with(distill_options("t-distill-background", options, true));
+    let m = reopen().await.unwrap();
+    let events_before = distill_events();
+    let (first, msgs) = &conv.sessions[0];
+    add(&m, first, msgs).await;
+    // addMessages resolved with the turns stored and the first window queued; nobody calls flush().
+    let stats = until_no_jobs(&m, 60).await;
+    assert!(num(&stats, "distill.episodes") > 0.0, "episodes were made in the background");
+    assert!(num(&stats, "distill.pendingTurns") < 6.0, "only an unfilled window waits for more turns");
+    assert!(distill_events() > events_before, "background jobs are reported to onProgress");
+
+    // An outage: the next windows fail (more than the client retries); the runner waits out the backoff and goes on.
+    script(r#"[{"status": 500, "times": 4}, {"status": 503, "times": 2}]"#).await;
+    let (second, msgs) = &conv.sessions[1];
+    add(&m, second, msgs).await; // the first session ended: its buffer is segmented too
+    let stats = until_no_jobs(&m, 60).await;
+    assert!(llm_total(&stats, "errors") >= 2.0, "the outage was met ({} errors)", llm_total(&stats, "errors"));
+    assert_eq!(len(&stats, "distill.parked"), 0, "nothing parked: retried after the backoff");
+
+    // A reload with work queued: closed right after adding, reopened, the runner resumes on its own.
+    let (third, msgs) = &conv.sessions[2];
+    add(&m, third, msgs).await;
+    wait(m.close()).await.unwrap();
+    let m = reopen().await.unwrap();
+    let stats = until_no_jobs(&m, 60).await;
+    assert!(num(&stats, "distill.pendingTurns") < 6.0);
+    let s = state(&m).await;
+    let covered: BTreeSet<u64> = s["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["turnIds"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()))
+        .collect();
+    let earlier: BTreeSet<u64> = s["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t[1] != third.as_str())
+        .map(|t| t[0].as_u64().unwrap())
+        .collect();
+    assert!(earlier.is_subset(&covered), "the ended sessions are wholly distilled without a flush");
+    // flush() takes the last session's unfilled window too.
+    flush(&m).await;
+    every_turn_in_an_episode(&m).await;
+    wait(m.close()).await.unwrap();
+    delete("t-distill-background").await;
     reset().await;
 }
 
@@ -403,13 +481,23 @@ async fn failing_jobs_park_and_retry_and_options_are_checked() {
     let plain = open("t-distill-park").await;
     assert_eq!(code(&wait(plain.flush()).await.unwrap_err()), "INVALID_INPUT");
     wait(plain.close()).await.unwrap();
-    for bad in [r#"{"window": 1}"#, r#"{"windw": 5}"#, r#"{"maxAttempts": 0}"#, r#""yes""#, r#"{"backoffMs": -1}"#] {
+    for bad in [
+        r#"{"window": 1}"#,
+        r#"{"windw": 5}"#,
+        r#"{"maxAttempts": 0}"#,
+        r#""yes""#,
+        r#"{"backoffMs": -1}"#,
+        r#"{"autoRun": "yes"}"#,
+    ] {
         let err = open_with(distill_options("t-distill-park", bad, true)).await.err().expect(bad);
         assert_eq!(code(&err), "INVALID_INPUT", "{bad}");
     }
 
     // A job that keeps failing is parked (kept, listed in stats), flush returns; retryParked brings it back.
-    let m = open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10}"#, true)).await.unwrap();
+    let m =
+        open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10, "autoRun": false}"#, true))
+            .await
+            .unwrap();
     let msgs = js(
         r#"[{"speaker": "Maya", "content": "I adopted a greyhound called Pixel last Saturday.", "time": "2024-03-02T10:00:00Z"},
                      {"speaker": "Bot", "content": "Greyhounds love short sprints and long naps.", "time": "2024-03-02T10:01:00Z"}]"#,
@@ -424,7 +512,10 @@ async fn failing_jobs_park_and_retry_and_options_are_checked() {
     assert!(string(&stats, "distill.parked.0.lastError").contains("LLM_"), "the error is kept");
     // Parked work survives a reopen.
     wait(m.close()).await.unwrap();
-    let m = open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10}"#, true)).await.unwrap();
+    let m =
+        open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10, "autoRun": false}"#, true))
+            .await
+            .unwrap();
     assert_eq!(len(&wait(m.stats()).await.unwrap(), "distill.parked"), 1);
     reset().await; // default mode again: the endpoint is "fixed"
     assert_eq!(wait(m.retry_parked()).await.unwrap().as_f64(), Some(1.0));

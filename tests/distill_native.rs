@@ -7,6 +7,7 @@
 
 mod common;
 mod llm_server;
+mod locomo_fixture;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -90,7 +91,9 @@ fn flush_all(m: &mut Mem, llm: &OpenAiClient<UreqTransport>, now: &mut f64) -> u
     failures
 }
 
-/// What must match between runs: turns, episodes and facts without ingest times and vectors.
+/// What must match between runs: turns, episodes and facts (as the JS API shows them) without ingest times and
+/// vectors. The browser test builds the same document and compares it with this one, written to
+/// [`locomo_fixture::NATIVE_DISTILL_STATE`].
 fn state(m: &Mem) -> serde_json::Value {
     let turns: Vec<_> = m
         .sessions()
@@ -98,25 +101,16 @@ fn state(m: &Mem) -> serde_json::Value {
         .flat_map(|s| m.session_turns(&s.id))
         .map(|t| json!([t.id, t.session, t.speaker, t.text, t.time]))
         .collect();
-    let episodes: Vec<_> =
-        m.episodes().iter().map(|e| json!([e.id, e.title, e.narrative, e.time, e.turn_ids, e.merged_from])).collect();
-    let facts: Vec<_> = m
-        .facts(true)
-        .iter()
-        .map(|f| {
-            json!([
-                f.id,
-                f.statement,
-                f.status,
-                f.time,
-                f.episode_ids,
-                f.turn_ids,
-                f.supersedes,
-                f.superseded_by,
-                f.origin
-            ])
-        })
-        .collect();
+    let strip = |mut v: serde_json::Value| {
+        for x in v.as_array_mut().expect("a list") {
+            let o = x.as_object_mut().expect("an object");
+            o.remove("vector");
+            o.remove("ingested");
+        }
+        v
+    };
+    let episodes = strip(serde_json::to_value(m.episodes()).unwrap());
+    let facts = strip(serde_json::to_value(m.facts(true)).unwrap());
     json!({"turns": turns, "episodes": episodes, "facts": facts})
 }
 
@@ -150,6 +144,8 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
     }
     every_turn_in_an_episode(&m);
     let clean = state(&m);
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join(locomo_fixture::NATIVE_DISTILL_STATE);
+    std::fs::write(&out, clean.to_string()).expect("write the native distill state");
     let calls = distill_calls(&m);
     let c = m.llm_counters();
     println!(

@@ -107,6 +107,14 @@ async function refreshDistilled() {
   }
 }
 
+// Distillation runs in the background as windows fill (and after a reload); show where it is.
+function distillProgress(e) {
+  if (e.error) return setStatus(`Distillation stopped: ${e.error.message}`, true);
+  if (!e.ok) setStatus(`A ${e.job} job failed; it will be retried.`);
+  // Events can come during Memory.open (work resumed after a reload), before `memory` is set.
+  if (memory && e.jobsLeft === 0) refreshDistilled().then(refreshMeters).catch((err) => setStatus(describeError(err), true));
+}
+
 async function distill() {
   if (!memory.hasLlm) return setStatus("Distillation needs an LLM endpoint (see the settings).", true);
   $("distill").disabled = true;
@@ -262,6 +270,7 @@ async function main() {
     embedder: { device: "auto" },
     distill: true,
     onProgress: (e) => {
+      if (e.phase === "distill") return distillProgress(e);
       $("progress").value = phases.indexOf(e.phase) + 1;
       setStatus(e.phase === "ready" ? `Ready on ${e.detail}.` : `Loading ${e.phase}…`);
     },

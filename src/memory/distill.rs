@@ -243,10 +243,22 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         now: TimeMs,
         progress: &mut dyn FnMut(&DistillProgress),
     ) -> Result<FlushReport> {
+        self.run_jobs_up_to(usize::MAX, llm, now, progress).await
+    }
+
+    /// [`Memory::run_jobs`], stopping after `max_jobs` attempts: a background runner takes one job per turn so that
+    /// recall and new messages wait for at most one job.
+    pub async fn run_jobs_up_to(
+        &mut self,
+        max_jobs: usize,
+        llm: &dyn Llm,
+        now: TimeMs,
+        progress: &mut dyn FnMut(&DistillProgress),
+    ) -> Result<FlushReport> {
         let Some(config) = self.distill_config() else { return Ok(FlushReport::default()) };
         let mut report = FlushReport::default();
         while let Some(job) = self.distill.next_job().cloned() {
-            if job.next_try > now {
+            if job.next_try > now || report.jobs_run + report.failures >= max_jobs {
                 break;
             }
             let mut spend = Spend::default();

@@ -29,7 +29,8 @@
 // anything else gets the matching lines echoed. Distillation prompts (asking for {"groups"}, {"episodes"},
 // {"merges"}, {"predictions"}, {"facts"}, {"decisions"}) get schema-valid replies derived from the memory block:
 // groups of 5 lines, narratives that retell the lines, merges when titles share two words, facts from long
-// statements, MERGE when a fact's words overlap an existing one's by 60% (see distillReply).
+// statements, MERGE when a fact's words overlap an existing one's by half, CONFLICT when the same speaker's do by 40%
+// (see distillReply).
 // CORS: any origin; Authorization and Content-Type allowed; Retry-After exposed.
 
 import http from "node:http";
@@ -206,9 +207,14 @@ function distillReply(system, memory) {
           const theirs = new Set(words(c[2]));
           const shared = [...mine].filter((w) => theirs.has(w)).length;
           const union = new Set([...mine, ...theirs]).size;
-          if (union > 0 && shared / union >= 0.6) {
+          if (union > 0 && shared / union >= 0.5) {
             const statement = head[2].length >= c[2].length ? head[2] : c[2];
             return { fact: n, action: "MERGE", targets: [c[1]], statement };
+          }
+          // The same speaker saying something close but different: the newer statement updates the older one.
+          const speaker = (s) => s.split(" said: ")[0];
+          if (union > 0 && shared / union >= 0.4 && speaker(head[2]) === speaker(c[2])) {
+            return { fact: n, action: "CONFLICT", targets: [c[1]], statement: head[2] };
           }
         }
         return { fact: n, action: "NEW", targets: [], statement: "" };

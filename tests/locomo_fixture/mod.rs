@@ -49,3 +49,7 @@ pub struct Ranked {
 
 /// Where the native test writes its rankings for the browser test to compare.
 pub const NATIVE_RANKINGS: &str = "target/loci-native-locomo-rankings.json";
+
+/// Where the native distillation test writes the fault-free end state of conv-26 (turns, episodes and facts) for the
+/// browser test to compare.
+pub const NATIVE_DISTILL_STATE: &str = "target/loci-native-distill-conv26.json";
