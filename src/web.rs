@@ -569,6 +569,8 @@ struct JobRunner {
     /// Opened with `distill` and `autoRun` (the default).
     enabled: bool,
     running: Rc<std::cell::Cell<bool>>,
+    /// Fired by `close()`: the running job's LLM call is cancelled (the job stays queued) so closing is prompt.
+    closing: AbortSignal,
 }
 
 impl JobRunner {
@@ -579,7 +581,7 @@ impl JobRunner {
         self.running.set(true);
         let me = self.clone();
         wasm_bindgen_futures::spawn_local(async move {
-            if let Err(e) = me.drain().await {
+            if let Err(e) = me.drain().await.or_else(|e| if matches!(e, Error::Aborted) { Ok(()) } else { Err(e) }) {
                 // Nothing awaits a background run: tell the page through onProgress; the job stays queued.
                 if let Some(f) = &me.on_progress {
                     let event = js_sys::Object::new();
@@ -599,13 +601,13 @@ impl JobRunner {
                 let mut guard = self.inner.lock().await;
                 let Some(core) = guard.as_mut() else { return Ok(()) }; // closed
                 let mut tell = |p: &DistillProgress| distill_progress(&self.on_progress, p);
-                core.run_jobs_up_to(1, &*llm, js_sys::Date::now(), &mut tell).await?
+                core.run_jobs_up_to(1, &*llm, js_sys::Date::now(), Some(&self.closing), &mut tell).await?
             };
             if report.jobs_run + report.failures > 0 {
                 continue;
             }
             match report.next_try {
-                Some(t) => sleep((t - js_sys::Date::now()).max(0.0)).await?,
+                Some(t) => sleep((t - js_sys::Date::now()).max(0.0), &self.closing).await?,
                 None => return Ok(()),
             }
         }
@@ -710,6 +712,7 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                 on_progress: progress_callback.clone(),
                 enabled: distill.is_some_and(|d| d.auto_run),
                 running: Default::default(),
+                closing: AbortSignal::new(),
             };
             jobs.start(); // work queued before a reload resumes
             Ok(Memory {
@@ -791,8 +794,9 @@ fn distill_progress(callback: &Option<Function>, p: &DistillProgress) {
     let _ = f.call1(&JsValue::NULL, &event);
 }
 
-/// Resolves after `ms` milliseconds (the global `setTimeout`: works in pages and workers).
-async fn sleep(ms: f64) -> Result<(), Error> {
+/// Resolves after `ms` milliseconds (the global `setTimeout`: works in pages and workers), or with `Err(Aborted)`
+/// as soon as `abort` fires.
+async fn sleep(ms: f64, abort: &AbortSignal) -> Result<(), Error> {
     let set_timeout = Reflect::get(&js_sys::global(), &"setTimeout".into())
         .ok()
         .and_then(|f| f.dyn_into::<Function>().ok())
@@ -800,9 +804,12 @@ async fn sleep(ms: f64) -> Result<(), Error> {
     let ms = ms.clamp(0.0, 2_147_483_647.0);
     let promise = Promise::new(&mut |resolve, _reject| {
         let _ = set_timeout.call2(&JsValue::NULL, &resolve, &JsValue::from(ms));
+        abort.on_abort(move || {
+            let _ = resolve.call0(&JsValue::NULL);
+        });
     });
     let _ = JsFuture::from(promise).await;
-    Ok(())
+    abort.check()
 }
 
 /// Encodes items that carry a `vector` (episodes, facts, scored ones) without it: vectors stay inside loci.
@@ -1076,19 +1083,34 @@ impl Memory {
     /// every session's buffered turns are segmented, then jobs run one at a time; after a failure it waits out the
     /// job's backoff (a timer; other calls proceed meanwhile) and goes on. Each job is reported to the open's
     /// `onProgress` as `{ phase: "distill", … }`. Needs `distill` at open and an LLM (else `LLM_UNAVAILABLE`).
+    /// `options.signal` cancels it (`ABORTED`; the running job's LLM call is cancelled and the job stays queued);
+    /// `close()` does too (`CLOSED`).
     #[wasm_bindgen(unchecked_return_type = "Promise<FlushReport>")]
-    pub fn flush(&self) -> Promise {
+    pub fn flush(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "FlushOptions | undefined")] options: JsValue,
+    ) -> Promise {
         let inner = self.inner.clone();
         let llm = self.llm.borrow().clone();
         let on_progress = self.on_progress.clone();
         let distill_on = self.distill;
+        let closing = self.jobs.closing.clone();
         spawn(async move {
+            check_keys(&options, &["signal"], "flush options")?;
+            let user_signal = abort_signal(&options)?;
             if !distill_on {
                 return Err(Error::invalid("distillation is off: open the memory with `distill: true` (or options)"));
             }
             let llm = llm.ok_or_else(|| {
                 Error::LlmUnavailable("flush() needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
             })?;
+            // One signal for both causes: the caller's and close().
+            let abort = AbortSignal::new();
+            for cause in user_signal.iter().chain([&closing]) {
+                let a = abort.clone();
+                cause.on_abort(move || a.abort());
+            }
+            let closed = |e: Error| if closing.is_aborted() { Error::Closed } else { e };
             let mut total = JsFlushReport::default();
             let mut first = true;
             loop {
@@ -1098,9 +1120,9 @@ impl Memory {
                     let mut tell = |p: &DistillProgress| distill_progress(&on_progress, p);
                     let now = js_sys::Date::now();
                     let report = if first {
-                        core.flush(&*llm, now, &mut tell).await?
+                        core.flush(&*llm, now, Some(&abort), &mut tell).await.map_err(closed)?
                     } else {
-                        core.run_jobs(&*llm, now, &mut tell).await?
+                        core.run_jobs(&*llm, now, Some(&abort), &mut tell).await.map_err(closed)?
                     };
                     (report, core.distill_stats().parked.len())
                 };
@@ -1115,7 +1137,7 @@ impl Memory {
                     Some(t) => {
                         let wait = (t - js_sys::Date::now()).max(0.0);
                         total.waited_ms += wait;
-                        sleep(wait).await?;
+                        sleep(wait, &abort).await.map_err(closed)?;
                     }
                     None => break,
                 }
@@ -1245,6 +1267,8 @@ impl Memory {
     pub fn close(&self) -> Promise {
         let inner = self.inner.clone();
         let release = self.release_lock.clone();
+        // Distillation in flight (background or flush) is cancelled, its job left queued for the next open.
+        self.jobs.closing.abort();
         spawn(async move {
             let mut guard = inner.lock().await;
             if let Some(core) = guard.take() {

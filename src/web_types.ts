@@ -270,6 +270,23 @@ export interface FactsOptions {
 
 export type ForgetTarget = { fact: number } | { episode: number } | { session: string } | { all: true };
 
+export interface FlushOptions {
+  /** Cancels the flush (`ABORTED`): the running job's LLM call is cancelled and the job stays queued. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The trailing options arguments may be left out (wasm-bindgen declares them as required `T | undefined`; these
+ * declarations merge into the class).
+ */
+export interface Memory {
+  addMessages(messages: MessageInput[], options?: AddOptions): Promise<AddReport>;
+  recall(query: string, options?: RecallOptions): Promise<RecallResult>;
+  answer(question: string, options?: RecallOptions): Promise<AnswerResult>;
+  facts(options?: FactsOptions): Promise<Fact[]>;
+  flush(options?: FlushOptions): Promise<FlushReport>;
+}
+
 /** What `flush()` did, summed over its rounds. */
 export interface FlushReport {
   jobsRun: number;

@@ -141,7 +141,7 @@ async fn add(m: &loci::web::Memory, session: &str, messages: &JsValue) {
 }
 
 async fn flush(m: &loci::web::Memory) -> JsValue {
-    wait(m.flush()).await.unwrap_or_else(|e| panic!("flush: {e:?}"))
+    wait(m.flush(JsValue::UNDEFINED)).await.unwrap_or_else(|e| panic!("flush: {e:?}"))
 }
 
 fn json_of(v: &JsValue) -> serde_json::Value {
@@ -345,6 +345,36 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     // flush() takes the last session's unfilled window too.
     flush(&m).await;
     every_turn_in_an_episode(&m).await;
+
+    // Closing is prompt while a job waits on a hung endpoint (60 s client timeout): its call is cancelled and the
+    // job stays queued; the next open runs it.
+    wait(m.close()).await.unwrap();
+    let hung_options = || {
+        let llm = format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 60000, "maxRetries": 0}}"#, server());
+        open_with(open_options("t-distill-background", "wasm", &format!(r#", "distill": {options}, "llm": {llm}"#)))
+    };
+    let m = hung_options().await.unwrap();
+    script(r#"[{"hang": true}]"#).await;
+    let requests = || async { fetch_text(&control("__log")).await.unwrap().matches("\"path\"").count() };
+    let before = requests().await;
+    let (fourth, msgs) = &conv.sessions[3];
+    add(&m, fourth, msgs).await;
+    for _ in 0..200 {
+        if requests().await > before {
+            break; // the background job is now waiting on the hung call
+        }
+        pause(50).await;
+    }
+    assert!(requests().await > before, "the background job called the endpoint");
+    let started = js_sys::Date::now();
+    wait(m.close()).await.unwrap();
+    let took = js_sys::Date::now() - started;
+    assert!(took < 20_000.0, "close waited {took} ms for a hung LLM call");
+    reset().await;
+    let m = hung_options().await.unwrap();
+    let stats = until_no_jobs(&m, 60).await;
+    assert_eq!(len(&stats, "distill.parked"), 0, "the cancelled job was not counted as a failure");
+    assert!(num(&stats, "distill.pendingTurns") < 6.0, "the job left queued ran after the reopen");
     wait(m.close()).await.unwrap();
     delete("t-distill-background").await;
     reset().await;
@@ -475,11 +505,11 @@ async fn failing_jobs_park_and_retry_and_options_are_checked() {
     // Without an LLM, flush is LLM_UNAVAILABLE; without `distill`, it is INVALID_INPUT.
     delete("t-distill-park").await;
     let m = open_with(distill_options("t-distill-park", "true", false)).await.unwrap();
-    let err = wait(m.flush()).await.unwrap_err();
+    let err = wait(m.flush(JsValue::UNDEFINED)).await.unwrap_err();
     assert_eq!(code(&err), "LLM_UNAVAILABLE");
     wait(m.close()).await.unwrap();
     let plain = open("t-distill-park").await;
-    assert_eq!(code(&wait(plain.flush()).await.unwrap_err()), "INVALID_INPUT");
+    assert_eq!(code(&wait(plain.flush(JsValue::UNDEFINED)).await.unwrap_err()), "INVALID_INPUT");
     wait(plain.close()).await.unwrap();
     for bad in [
         r#"{"window": 1}"#,
@@ -503,6 +533,15 @@ async fn failing_jobs_park_and_retry_and_options_are_checked() {
                      {"speaker": "Bot", "content": "Greyhounds love short sprints and long naps.", "time": "2024-03-02T10:01:00Z"}]"#,
     );
     add(&m, "dog", &msgs).await;
+    // A flush cancelled by its signal is ABORTED and leaves the work queued; unknown flush options are refused.
+    let controller = web_sys::AbortController::new().unwrap();
+    controller.abort();
+    let flush_options = js_sys::Object::new();
+    Reflect::set(&flush_options, &"signal".into(), &controller.signal()).unwrap();
+    assert_eq!(code(&wait(m.flush(flush_options.into())).await.unwrap_err()), "ABORTED");
+    let stats = wait(m.stats()).await.unwrap();
+    assert!(num(&stats, "distill.jobs") >= 1.0 && len(&stats, "distill.parked") == 0, "an aborted flush loses nothing");
+    assert_eq!(code(&wait(m.flush(js(r#"{"sgnal": 1}"#))).await.unwrap_err()), "INVALID_INPUT");
     script(r#"[{"status": 500, "times": 4}]"#).await;
     let report = flush(&m).await;
     assert_eq!((num(&report, "parked"), num(&report, "parkedTotal")), (1.0, 1.0));

@@ -76,13 +76,13 @@ fn open(store: MemStore) -> Mem {
 /// Flushes until the queue is empty, stepping the clock to each backoff; returns failures seen.
 fn flush_all(m: &mut Mem, llm: &OpenAiClient<UreqTransport>, now: &mut f64) -> usize {
     let mut failures = 0;
-    let mut report: FlushReport = block_on(m.flush(llm, *now, &mut |_| {})).expect("flush");
+    let mut report: FlushReport = block_on(m.flush(llm, *now, None, &mut |_| {})).expect("flush");
     loop {
         failures += report.failures;
         match report.next_try {
             Some(t) => {
                 *now = now.max(t);
-                report = block_on(m.run_jobs(llm, *now, &mut |_| {})).expect("run jobs");
+                report = block_on(m.run_jobs(llm, *now, None, &mut |_| {})).expect("run jobs");
             }
             None => break,
         }

@@ -12,7 +12,7 @@ use super::{cosine, segment, DistillConfig, TextEmbed};
 use crate::error::{Error, Result};
 use crate::llm::prompts::distill as p;
 use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{ChatMessage, JsonSchema, Llm, LlmRequest, Usage};
+use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, Usage};
 use crate::types::{format_time, parse_time, TimeInput, TimeMs, Turn};
 
 /// The LLM steps, for counters.
@@ -48,6 +48,8 @@ pub struct JobInput<'a> {
     pub llm: &'a dyn Llm,
     pub config: &'a DistillConfig,
     pub now: TimeMs,
+    /// Cancels the job's LLM calls (closing the memory, or the caller's signal).
+    pub abort: Option<AbortSignal>,
 }
 
 /// Runs `job` and returns its whole effect: the job deleted, follow-up jobs queued, records written.
@@ -73,8 +75,12 @@ async fn call<T: DeserializeOwned>(
     input: &JobInput<'_>,
     spend: &mut Spend,
 ) -> Result<T> {
-    let request =
-        LlmRequest { json_schema: Some(schema), max_tokens: input.config.max_tokens, ..LlmRequest::new(messages) };
+    let request = LlmRequest {
+        json_schema: Some(schema),
+        max_tokens: input.config.max_tokens,
+        abort: input.abort.clone(),
+        ..LlmRequest::new(messages)
+    };
     match chat_json::<T>(input.llm, &request).await {
         Ok(s) => {
             spend.add(phase, &s);

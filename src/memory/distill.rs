@@ -16,7 +16,7 @@ use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::llm::prompts::{self, AnswerReply};
 use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{Llm, LlmRequest};
+use crate::llm::{AbortSignal, Llm, LlmRequest};
 use crate::store::{Store, StoredUnit, WriteBatch};
 use crate::types::{format_time, TimeMs, Turn};
 
@@ -209,6 +209,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         &mut self,
         llm: &dyn Llm,
         now: TimeMs,
+        abort: Option<&AbortSignal>,
         progress: &mut dyn FnMut(&DistillProgress),
     ) -> Result<FlushReport> {
         if self.distill_config().is_none() {
@@ -233,7 +234,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             w.meta = Some(meta);
         }
         self.commit_distill(w).await?;
-        self.run_jobs(llm, now, progress).await
+        self.run_jobs(llm, now, abort, progress).await
     }
 
     /// Runs the queued jobs that are due at `now`, in order, without queueing new segmentation.
@@ -241,18 +242,21 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         &mut self,
         llm: &dyn Llm,
         now: TimeMs,
+        abort: Option<&AbortSignal>,
         progress: &mut dyn FnMut(&DistillProgress),
     ) -> Result<FlushReport> {
-        self.run_jobs_up_to(usize::MAX, llm, now, progress).await
+        self.run_jobs_up_to(usize::MAX, llm, now, abort, progress).await
     }
 
     /// [`Memory::run_jobs`], stopping after `max_jobs` attempts: a background runner takes one job per turn so that
-    /// recall and new messages wait for at most one job.
+    /// recall and new messages wait for at most one job. An `abort` stops between jobs and cancels the running
+    /// job's LLM call (`Err(Aborted)`; the job stays queued as it was).
     pub async fn run_jobs_up_to(
         &mut self,
         max_jobs: usize,
         llm: &dyn Llm,
         now: TimeMs,
+        abort: Option<&AbortSignal>,
         progress: &mut dyn FnMut(&DistillProgress),
     ) -> Result<FlushReport> {
         let Some(config) = self.distill_config() else { return Ok(FlushReport::default()) };
@@ -261,8 +265,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             if job.next_try > now || report.jobs_run + report.failures >= max_jobs {
                 break;
             }
+            abort.map(AbortSignal::check).transpose()?;
             let mut spend = Spend::default();
-            let input = JobInput { state: &self.distill, turns: &self.turns, llm, config: &config, now };
+            let input =
+                JobInput { state: &self.distill, turns: &self.turns, llm, config: &config, now, abort: abort.cloned() };
             let result = run_job(&job, &input, &mut self.embedder, &mut spend).await;
             for (phase, calls, usage, latency) in &spend.calls {
                 record(self.phase(*phase), *calls, *usage, *latency);

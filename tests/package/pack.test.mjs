@@ -29,7 +29,8 @@ try {
 
   // Types: a strict TypeScript consumer of the public API compiles.
   writeFileSync(join(app, "consumer.ts"), `
-import init, { Memory, type RecallResult, type Stats, type LociError, type OpenOptions } from "loci";
+import init, { Memory, type RecallResult, type Stats, type LociError, type OpenOptions, type Fact, type FlushReport,
+  type DistillProgressEvent } from "loci";
 export async function demo(): Promise<string> {
   await init();
   const options: OpenOptions = { name: "alice", embedder: { device: "auto" }, onProgress: (e) => console.log(e.phase) };
@@ -41,8 +42,17 @@ export async function demo(): Promise<string> {
   memory.setLlm(async ({ messages }) => ({ text: messages[0].content }));
   try { await memory.answer("Where?", { signal: new AbortController().signal }); }
   catch (e) { const err = e as LociError; if (err.code === "LLM_UNAVAILABLE") return err.message; }
+  // Options arguments may be left out.
+  await memory.addMessages([{ role: "user", content: "Again." }]);
+  const plain: RecallResult = await memory.recall("hobbies?");
+  const facts: Fact[] = await memory.facts();
+  const flushed: FlushReport = await memory.flush({ signal: new AbortController().signal });
   await memory.close();
-  return r.sessions[0].id + s.device;
+  return r.sessions[0].id + s.device + plain.query + facts.length + flushed.jobsRun;
+}
+// Distillation events: a job's, or a background run's error.
+export function describe(e: DistillProgressEvent): string {
+  return "error" in e ? e.error.code : \`\${e.job}: \${e.jobsLeft} left\`;
 }
 `);
   writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
