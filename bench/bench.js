@@ -62,6 +62,22 @@ window.bench = {
     return times;
   },
 
+  /** Recall's parts: the query embedding alone, then recall by method (each includes the embedding). */
+  async recallParts(queries) {
+    const parts = { embed: [], tir: [], bm25: [], hybrid: [] };
+    for (const q of queries) {
+      let t = performance.now();
+      await memory.benchEmbedQuery(q);
+      parts.embed.push(performance.now() - t);
+      for (const method of ["tir", "bm25", "hybrid"]) {
+        t = performance.now();
+        await memory.recall(q, { method });
+        parts[method].push(performance.now() - t);
+      }
+    }
+    return parts;
+  },
+
   async close() {
     if (memory) await memory.close();
     memory = null;

@@ -176,6 +176,8 @@ try {
     for (let i = 0; i < OPEN_REPS(n); i++) raw.push((await call("rawRead", name)).ms);
     await call("open", name);
     const times = (await call("recall", qs)).slice(3); // the first queries warm the JIT and caches
+    const parts = await call("recallParts", qs);
+    for (const [part, ms] of Object.entries(parts)) out[`recall_${part}_p50_ms_${k}`] = r1(median(ms.slice(3)));
     const after = await call("estimate");
     await call("close");
     out[`recall_p50_ms_${k}`] = r1(median(times));
@@ -191,6 +193,8 @@ try {
     out.vector_bytes_per_unit = Math.round(last.stats.vectorBytes / last.stats.units);
     rows.push([`recall latency @${k} (ms)`, out[`recall_p50_ms_${k}`], out[`recall_p95_ms_${k}`],
       { 10000: "≤ 20", 100000: "≤ 60" }[n] || ""]);
+    rows.push([`  of which query embedding / tir / bm25 / hybrid (ms)`,
+      ["embed", "tir", "bm25", "hybrid"].map((p) => out[`recall_${p}_p50_ms_${k}`]).join(" / "), "", ""]);
     rows.push([`cold open @${k}: IndexedDB read + index (ms)`, out[`open_ms_${k}`], out[`open_p95_ms_${k}`],
       n === 100000 ? "≤ 1500" : ""]);
     rows.push([`  of which plain-JS getAll of the same stores (ms)`, out[`open_raw_idb_ms_${k}`], "", ""]);

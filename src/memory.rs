@@ -2,7 +2,7 @@
 //! [`Store`], and answers recall. Plain Rust over two traits ([`Store`], [`Runtime`]), so it runs natively in tests
 //! and in the page unchanged. It never knows about JavaScript.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -142,11 +142,11 @@ pub struct Memory<S: Store, R: Runtime> {
     config: MemoryConfig,
     meta: Meta,
     sessions: Vec<Session>,
-    session_index: HashMap<String, u32>,
+    session_index: FxHashMap<String, u32>,
     /// Turn ids of each session (by session number), in sequence order.
     session_turns: Vec<Vec<u64>>,
-    turns: HashMap<u64, Turn>,
-    units: HashMap<u32, Unit>,
+    turns: FxHashMap<u64, Turn>,
+    units: FxHashMap<u32, Unit>,
     vectors: VectorIndex,
     /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
     distill: crate::distill::DistillState,
@@ -200,10 +200,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             config,
             meta,
             sessions: Vec::new(),
-            session_index: HashMap::new(),
+            session_index: FxHashMap::default(),
             session_turns: Vec::new(),
-            turns: HashMap::new(),
-            units: HashMap::new(),
+            turns: FxHashMap::default(),
+            units: FxHashMap::default(),
             vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
             scratch: Vec::new(),
@@ -428,6 +428,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
 
     /// Ranks sessions by `options.method` over all stored units (dense, lexical or both), then renders the top-k
     /// sessions as text.
+    /// The query's vector, as `recall` embeds it.
+    pub async fn embed_query(&mut self, query: &str) -> Result<Vec<f32>> {
+        self.embedder.embed_query(query).await
+    }
+
     pub async fn recall(&mut self, query: &str, options: RecallOptions) -> Result<RecallResult> {
         if query.trim().is_empty() {
             return Err(Error::invalid("the query is empty"));

@@ -1279,3 +1279,19 @@ impl Memory {
         })
     }
 }
+
+/// Bench only (cargo feature `bench`, never in the published package): splits recall's latency.
+#[cfg(feature = "bench")]
+#[wasm_bindgen]
+impl Memory {
+    /// Embeds `query` as `recall` does; resolves to the vector's length.
+    #[wasm_bindgen(js_name = benchEmbedQuery)]
+    pub fn bench_embed_query(&self, query: String) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let mut guard = inner.lock().await;
+            let core = guard.as_mut().ok_or(Error::Closed)?;
+            Ok(JsValue::from(core.embed_query(&query).await?.len() as u32))
+        })
+    }
+}

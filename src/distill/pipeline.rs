@@ -2,6 +2,7 @@
 //! that fails half-way (an outage, a bad reply) leaves nothing behind and can simply run again; given the same
 //! state and the same replies it produces the same write, which is what makes retries and reopen invisible.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashMap};
 
 use serde::de::DeserializeOwned;
@@ -44,7 +45,7 @@ impl Spend {
 /// What a job needs to read.
 pub struct JobInput<'a> {
     pub state: &'a DistillState,
-    pub turns: &'a HashMap<u64, Turn>,
+    pub turns: &'a FxHashMap<u64, Turn>,
     pub llm: &'a dyn Llm,
     pub config: &'a DistillConfig,
     pub now: TimeMs,
@@ -114,7 +115,7 @@ fn line(label: String, t: &Turn) -> p::Line {
     }
 }
 
-fn turns_of<'a>(ids: &[u64], turns: &'a HashMap<u64, Turn>) -> Vec<&'a Turn> {
+fn turns_of<'a>(ids: &[u64], turns: &'a FxHashMap<u64, Turn>) -> Vec<&'a Turn> {
     ids.iter().filter_map(|id| turns.get(id)).collect()
 }
 

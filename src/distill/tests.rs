@@ -1,7 +1,8 @@
 //! The pipeline over scripted replies and a deterministic bag-of-words embedder: carry-over across windows,
 //! merges, supersede chains and forget cascades, each asserted on the resulting state.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
+use std::collections::HashSet;
 
 use async_trait::async_trait;
 use pollster::block_on;
@@ -49,7 +50,7 @@ fn turns(session: &str, first: u64, n: u64) -> Vec<Turn> {
 
 struct Rig {
     state: DistillState,
-    turns: HashMap<u64, Turn>,
+    turns: FxHashMap<u64, Turn>,
     config: DistillConfig,
 }
 
@@ -57,7 +58,7 @@ impl Rig {
     fn new(window: usize) -> Self {
         Rig {
             state: DistillState::default(),
-            turns: HashMap::new(),
+            turns: FxHashMap::default(),
             config: DistillConfig { window, ..Default::default() },
         }
     }

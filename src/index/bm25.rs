@@ -8,33 +8,11 @@
 //! unit written into a reused buffer. It also brings language detection and per-language stemmers the wasm build
 //! would pay for. What we need is ~200 lines: an inverted index, English stopwords and a light suffix stemmer.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use rustc_hash::FxHashMap;
 
-/// FxHash (rustc's multiply-rotate hash) for the vocabulary: SipHash's DoS resistance buys nothing for one's own
-/// messages in one's own tab, and building the index at open hashes every token of every unit.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type Vocab = HashMap<String, u32, BuildHasherDefault<FxHasher>>;
+/// FxHash (rustc's multiply-rotate hash) for the maps: SipHash's DoS resistance buys nothing for one's own messages
+/// in one's own tab, and building the index at open hashes every token of every unit.
+type Vocab = FxHashMap<String, u32>;
 
 /// BM25 k1 (term-frequency saturation); 1.2 is the usual default (Robertson & Zaragoza, 2009).
 pub const K1: f32 = 1.2;
@@ -60,7 +38,7 @@ pub struct Bm25Index {
     /// Per term: (document, frequency).
     postings: Vec<Vec<(u32, u16)>>,
     docs: Vec<Doc>,
-    doc_of_unit: HashMap<u32, u32>,
+    doc_of_unit: FxHashMap<u32, u32>,
     total_len: u64,
     /// Lower-cased word → its term ([`STOP`] for a stopword): the stopword test and the stemmer run once per
     /// distinct word, not once per occurrence (building the index at open tokenises every unit).

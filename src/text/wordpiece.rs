@@ -10,7 +10,7 @@
 //! 4. `WordPiece`: greedy longest-prefix match with `##` continuations; a word that cannot be covered whole
 //!    (or is too long) becomes a single `[UNK]`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Deserialize;
 use unicode_categories::UnicodeCategories;
@@ -21,7 +21,7 @@ use crate::{Error, Result};
 /// A WordPiece tokenizer loaded from a HuggingFace `tokenizer.json`.
 #[derive(Debug, Clone)]
 pub struct WordPiece {
-    vocab: HashMap<String, u32>,
+    vocab: FxHashMap<String, u32>,
     /// Added tokens matched on the raw text (`normalized: false`), and those matched after normalization.
     raw_added: Vec<(String, u32)>,
     norm_added: Vec<(String, u32)>,
@@ -55,7 +55,7 @@ enum Only {
 struct ModelJson {
     #[serde(rename = "type")]
     kind: Only,
-    vocab: HashMap<String, u32>,
+    vocab: FxHashMap<String, u32>,
     unk_token: String,
     continuing_subword_prefix: String,
     max_input_chars_per_word: usize,
@@ -202,6 +202,13 @@ impl WordPiece {
                 s.push(c);
             }
         }
+        // ASCII (most chat text) is its own NFD and has no marks: skip the Unicode passes.
+        if s.is_ascii() {
+            if n.lowercase {
+                s.make_ascii_lowercase();
+            }
+            return s;
+        }
         if n.strip_accents.unwrap_or(n.lowercase) {
             // NFD also splits Hangul syllables into jamo, which the vocab then matches one by one.
             s = s.nfd().filter(|c| !c.is_mark_nonspacing()).collect();
@@ -240,6 +247,11 @@ impl WordPiece {
             out.push(self.unk_id);
             return;
         }
+        // Most words are in the vocabulary whole: the longest match, tried first anyway.
+        if let Some(&id) = self.vocab.get(word) {
+            out.push(id);
+            return;
+        }
         let ends: Vec<usize> = word.char_indices().map(|(i, _)| i).skip(1).chain([word.len()]).collect();
         let first = out.len();
         let mut piece = String::with_capacity(word.len() + self.prefix.len());
@@ -276,6 +288,15 @@ fn split_added<'t>(text: &'t str, tokens: &[(String, u32)]) -> Vec<Piece<'t>> {
     let mut i = 0;
     while i < text.len() {
         let tail = &text[i..];
+        // Jump to the next byte that can start an added token (all of BERT's start with '[').
+        if let Some(skip) = tail.bytes().position(|b| tokens.iter().any(|(t, _)| t.as_bytes().first() == Some(&b))) {
+            if skip > 0 {
+                i += skip;
+                continue;
+            }
+        } else {
+            break;
+        }
         let best = tokens.iter().filter(|(t, _)| tail.starts_with(t.as_str())).max_by_key(|(t, _)| t.len());
         if let Some((t, id)) = best {
             if rest_start < i {
