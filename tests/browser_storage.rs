@@ -472,5 +472,31 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     let store = IdbStore::open("t-v3").await.expect("reopen");
     assert_eq!(store.load().await.unwrap(), reference.load().await.unwrap());
     store.close();
+
+    // Turn chunks are stored as UTF-8 JSON bytes; a chunk as earlier builds wrote it (the JSON as a string) still
+    // reads the same.
+    let kind = run_js(
+        r#"return new Promise((ok, err) => {
+          const r = indexedDB.open("loci:t-v3");
+          r.onsuccess = () => {
+            const db = r.result;
+            const tx = db.transaction(["turnChunks"], "readwrite");
+            const chunks = tx.objectStore("turnChunks");
+            const get = chunks.get(0);
+            get.onsuccess = () => {
+              const kind = get.result instanceof Uint8Array ? "bytes" : typeof get.result;
+              chunks.put(new TextDecoder().decode(get.result), 0);
+              tx.oncomplete = () => { db.close(); ok(kind); };
+            };
+            tx.onerror = () => err(tx.error);
+          };
+          r.onerror = () => err(r.error);
+        })"#,
+    )
+    .await;
+    assert_eq!(kind.as_string().as_deref(), Some("bytes"));
+    let store = IdbStore::open("t-v3").await.expect("reopen");
+    assert_eq!(store.load().await.unwrap(), reference.load().await.unwrap(), "a string turn chunk reads the same");
+    store.close();
     IdbStore::delete("t-v3").await.expect("delete");
 }

@@ -43,6 +43,8 @@ pub struct Bm25Index {
     /// Lower-cased word → its term ([`STOP`] for a stopword): the stopword test and the stemmer run once per
     /// distinct word, not once per occurrence (building the index at open tokenises every unit).
     words: Vocab,
+    /// A unit's term ids while it is indexed (reused: no allocation per unit).
+    scratch_ids: Vec<u32>,
 }
 
 /// In [`Bm25Index::words`]: the word is a stopword.
@@ -99,18 +101,25 @@ impl Bm25Index {
     /// of a unit, without building the joined string).
     pub fn insert_parts<'a>(&mut self, unit: u32, session: u32, parts: impl IntoIterator<Item = &'a str>) {
         self.remove(unit);
-        let mut ids: Vec<u32> = Vec::new();
+        let mut ids = std::mem::take(&mut self.scratch_ids);
+        ids.clear();
         let (mut lower, mut stemmed) = (String::new(), String::new());
         for part in parts {
-            for w in part.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-                lowercase_into(w, &mut lower);
-                let id = match self.words.get(lower.as_str()) {
+            for_each_word(part, |w| {
+                // Most words are lower-case ASCII already: look them up as they are.
+                let key = if w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+                    w
+                } else {
+                    lowercase_into(w, &mut lower);
+                    lower.as_str()
+                };
+                let id = match self.words.get(key) {
                     Some(&id) => id,
                     None => {
-                        let id = if is_stopword(&lower) {
+                        let id = if is_stopword(key) {
                             STOP
                         } else {
-                            stem_into(&lower, &mut stemmed);
+                            stem_into(key, &mut stemmed);
                             match self.vocab.get(stemmed.as_str()) {
                                 Some(&id) => id,
                                 None => {
@@ -121,25 +130,26 @@ impl Bm25Index {
                                 }
                             }
                         };
-                        self.words.insert(lower.clone(), id);
+                        self.words.insert(key.to_string(), id);
                         id
                     }
                 };
                 if id != STOP {
                     ids.push(id);
                 }
-            }
+            });
         }
         let len = ids.len() as u32;
         ids.sort_unstable();
-        let mut terms: Vec<(u32, u16)> = Vec::with_capacity(ids.len());
-        for id in ids {
+        let distinct = ids.iter().zip(ids.iter().skip(1)).filter(|(a, b)| a != b).count() + !ids.is_empty() as usize;
+        let mut terms: Vec<(u32, u16)> = Vec::with_capacity(distinct);
+        for &id in &ids {
             match terms.last_mut() {
                 Some((t, c)) if *t == id => *c = c.saturating_add(1),
                 _ => terms.push((id, 1)),
             }
         }
-        terms.shrink_to_fit();
+        self.scratch_ids = ids;
         let d = self.docs.len() as u32;
         for &(t, tf) in &terms {
             self.postings[t as usize].push((d, tf));
@@ -366,12 +376,34 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 /// Calls `f` with each token of `text`, exactly as [`tokens`] yields them, built in the reused buffers `lower` and
 /// `stemmed` rather than allocated one by one.
 fn for_each_token(text: &str, lower: &mut String, stemmed: &mut String, mut f: impl FnMut(&str)) {
-    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+    for_each_word(text, |w| {
         lowercase_into(w, lower);
         if !is_stopword(lower) {
             stem_into(lower, stemmed);
             f(stemmed);
         }
+    });
+}
+
+/// The maximal alphanumeric runs of `text` (Unicode `is_alphanumeric`), with a byte-level path for ASCII text.
+fn for_each_word<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
+    if !text.is_ascii() {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).for_each(f);
+        return;
+    }
+    let mut start = None;
+    for (i, b) in text.bytes().enumerate() {
+        match (b.is_ascii_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                f(&text[s..i]);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        f(&text[s..]);
     }
 }
 
