@@ -170,16 +170,20 @@ async fn state(m: &loci::web::Memory) -> serde_json::Value {
     serde_json::json!({"turns": turns, "episodes": episodes, "facts": facts})
 }
 
-async fn every_turn_in_an_episode(m: &loci::web::Memory) {
-    let s = state(m).await;
-    let all: BTreeSet<u64> = s["turns"].as_array().unwrap().iter().map(|t| t[0].as_u64().unwrap()).collect();
-    let covered: BTreeSet<u64> = s["episodes"]
+/// The turns some episode of `state` holds.
+fn covered_turns(state: &serde_json::Value) -> BTreeSet<u64> {
+    state["episodes"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|e| e["turnIds"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()))
-        .collect();
-    assert_eq!(covered, all, "every turn belongs to an episode");
+        .collect()
+}
+
+async fn every_turn_in_an_episode(m: &loci::web::Memory) {
+    let s = state(m).await;
+    let all: BTreeSet<u64> = s["turns"].as_array().unwrap().iter().map(|t| t[0].as_u64().unwrap()).collect();
+    assert_eq!(covered_turns(&s), all, "every turn belongs to an episode");
     let stats = wait(m.stats()).await.unwrap();
     assert_eq!(num(&stats, "distill.pendingTurns"), 0.0);
     assert_eq!(len(&stats, "distill.parked"), 0, "no job parked");
@@ -328,12 +332,7 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     let stats = until_no_jobs(&m, 60).await;
     assert!(num(&stats, "distill.pendingTurns") < 6.0);
     let s = state(&m).await;
-    let covered: BTreeSet<u64> = s["episodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|e| e["turnIds"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()))
-        .collect();
+    let covered = covered_turns(&s);
     let earlier: BTreeSet<u64> = s["turns"]
         .as_array()
         .unwrap()
