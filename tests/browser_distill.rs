@@ -286,6 +286,22 @@ async fn pause(ms: i32) {
     JsFuture::from(promise).await.unwrap();
 }
 
+/// Requests the test server has received on its chat endpoint since its last reset.
+async fn server_requests() -> usize {
+    fetch_text(&control("__log")).await.unwrap().matches("\"path\"").count()
+}
+
+/// Waits (at most 10 s) until the server has received more than `count` requests.
+async fn until_requests_exceed(count: usize) {
+    for _ in 0..200 {
+        if server_requests().await > count {
+            return;
+        }
+        pause(50).await;
+    }
+    panic!("no request reached the test server");
+}
+
 /// Polls `stats()` until no job is queued (the background runner is done), at most `seconds`.
 async fn until_no_jobs(m: &loci::web::Memory, seconds: u32) -> JsValue {
     for _ in 0..seconds * 20 {
@@ -354,17 +370,10 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     };
     let m = hung_options().await.unwrap();
     script(r#"[{"hang": true}]"#).await;
-    let requests = || async { fetch_text(&control("__log")).await.unwrap().matches("\"path\"").count() };
-    let before = requests().await;
+    let before = server_requests().await;
     let (fourth, msgs) = &conv.sessions[3];
     add(&m, fourth, msgs).await;
-    for _ in 0..200 {
-        if requests().await > before {
-            break; // the background job is now waiting on the hung call
-        }
-        pause(50).await;
-    }
-    assert!(requests().await > before, "the background job called the endpoint");
+    until_requests_exceed(before).await; // the background job is now waiting on the hung call
     let started = js_sys::Date::now();
     wait(m.close()).await.unwrap();
     let took = js_sys::Date::now() - started;
@@ -541,6 +550,33 @@ async fn failing_jobs_park_and_retry_and_options_are_checked() {
     let stats = wait(m.stats()).await.unwrap();
     assert!(num(&stats, "distill.jobs") >= 1.0 && len(&stats, "distill.parked") == 0, "an aborted flush loses nothing");
     assert_eq!(code(&wait(m.flush(js(r#"{"sgnal": 1}"#))).await.unwrap_err()), "INVALID_INPUT");
+    // A flush waiting on a hung endpoint (60 s client timeout) rejects with CLOSED as soon as the memory closes:
+    // its LLM call is cancelled and its job stays queued.
+    wait(m.close()).await.unwrap();
+    let llm = format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 60000, "maxRetries": 0}}"#, server());
+    let m = open_with(open_options(
+        "t-distill-park",
+        "wasm",
+        &format!(r#", "distill": {{"autoRun": false}}, "llm": {llm}"#),
+    ))
+    .await
+    .unwrap();
+    script(r#"[{"hang": true}]"#).await;
+    let before = server_requests().await;
+    let pending = m.flush(JsValue::UNDEFINED);
+    until_requests_exceed(before).await;
+    let started = js_sys::Date::now();
+    wait(m.close()).await.unwrap();
+    assert_eq!(code(&wait(pending).await.unwrap_err()), "CLOSED");
+    let took = js_sys::Date::now() - started;
+    assert!(took < 20_000.0, "close waited {took} ms for a flush's hung LLM call");
+    reset().await;
+    let m =
+        open_with(distill_options("t-distill-park", r#"{"maxAttempts": 2, "backoffMs": 10, "autoRun": false}"#, true))
+            .await
+            .unwrap();
+    let stats = wait(m.stats()).await.unwrap();
+    assert!(num(&stats, "distill.jobs") >= 1.0 && len(&stats, "distill.parked") == 0, "a closed flush loses nothing");
     script(r#"[{"status": 500, "times": 4}]"#).await;
     let report = flush(&m).await;
     assert_eq!((num(&report, "parked"), num(&report, "parkedTotal")), (1.0, 1.0));
