@@ -164,12 +164,14 @@ try {
     const pop = await call("populate", name, n);
     log(`${k}: populated in ${(pop.ms / 1000).toFixed(1)} s`);
     const opens = [];
+    const indexed = [];
     let last;
     for (let i = 0; i < OPEN_REPS(n); i++) {
       await fresh();
       last = await call("open", name);
       if (last.stats.units !== n) throw new Error(`opened ${last.stats.units} units, expected ${n}`);
       opens.push(last.storageMs);
+      indexed.push(last.indexedMs);
     }
     await fresh();
     const raw = [];
@@ -184,6 +186,7 @@ try {
     out[`recall_p95_ms_${k}`] = r1(p95(times));
     out[`open_ms_${k}`] = r1(median(opens));
     out[`open_p95_ms_${k}`] = r1(p95(opens));
+    out[`open_indexed_ms_${k}`] = r1(median(indexed));
     out[`open_total_ms_${k}`] = r1(last.totalMs);
     out[`open_raw_idb_ms_${k}`] = r1(median(raw));
     out[`open_idb_requests_${k}`] = last.idb.requests;
@@ -195,8 +198,9 @@ try {
       { 10000: "≤ 20", 100000: "≤ 60" }[n] || ""]);
     rows.push([`  of which query embedding / tir / bm25 / hybrid (ms)`,
       ["embed", "tir", "bm25", "hybrid"].map((p) => out[`recall_${p}_p50_ms_${k}`]).join(" / "), "", ""]);
-    rows.push([`cold open @${k}: IndexedDB read + index (ms)`, out[`open_ms_${k}`], out[`open_p95_ms_${k}`],
+    rows.push([`cold open @${k}: IndexedDB read + vector index, open resolves (ms)`, out[`open_ms_${k}`], out[`open_p95_ms_${k}`],
       n === 100000 ? "≤ 1500" : ""]);
+    rows.push([`  until the lexical index is built too (ms)`, out[`open_indexed_ms_${k}`], "", ""]);
     rows.push([`  of which plain-JS getAll of the same stores (ms)`, out[`open_raw_idb_ms_${k}`], "", ""]);
     rows.push([`  open @${k}: IndexedDB requests / records read`, `${last.idb.requests} / ${last.idb.recordsRead}`, "", ""]);
     rows.push([`  IndexedDB bytes per unit @${k}`, out[`idb_bytes_per_unit_${k}`], "", ""]);

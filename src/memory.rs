@@ -152,6 +152,9 @@ pub struct Memory<S: Store, R: Runtime> {
     distill: crate::distill::DistillState,
     /// BM25 over the same units, for lexical evidence.
     lexical: Bm25Index,
+    /// Units opened but not yet in `lexical`: open leaves the BM25 build (most of a large open's CPU time) to
+    /// [`Memory::index_lexical`] slices, and the first recall finishes whatever is left.
+    lexical_pending: Vec<u32>,
     scratch: Vec<f32>,
     lexical_scratch: Vec<f32>,
     rank_scratch: recall::Scratch,
@@ -206,6 +209,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             units: FxHashMap::default(),
             vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
+            lexical_pending: Vec::new(),
             scratch: Vec::new(),
             lexical_scratch: Vec::new(),
             rank_scratch: recall::Scratch::default(),
@@ -230,11 +234,15 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             memory.session_turns[n as usize].push(id);
         }
         memory.units.reserve(snapshot.units.len());
+        memory.lexical_pending.reserve(snapshot.units.len());
         for su in snapshot.units {
             if !su.vectors.is_whole(DIM) {
                 return Err(Error::Storage(format!("unit {} has a damaged vector", su.unit.id)));
             }
-            memory.insert_unit(su);
+            let Some(&n) = memory.session_index.get(&su.unit.session) else { continue };
+            memory.vectors.push(su.unit.id, n, &su.vectors);
+            memory.lexical_pending.push(su.unit.id);
+            memory.units.insert(su.unit.id, su.unit);
         }
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
         Ok(memory)
@@ -272,14 +280,34 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn insert_unit(&mut self, su: StoredUnit) {
         let Some(&n) = self.session_index.get(&su.unit.session) else { return };
         self.vectors.push(su.unit.id, n, &su.vectors);
+        let id = su.unit.id;
+        self.units.insert(id, su.unit);
+        self.index_unit_lexically(id);
+    }
+
+    /// Adds a stored unit to the BM25 index (no-op if it was removed meanwhile).
+    fn index_unit_lexically(&mut self, id: u32) {
+        let Some(unit) = self.units.get(&id) else { return };
+        let Some(&n) = self.session_index.get(&unit.session) else { return };
         // BM25 indexes the words of `unit_text` without building it: its separators are not alphanumeric.
         let turns = &self.turns;
-        let parts = su.unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
+        let parts = unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
             let caption = t.caption.as_deref();
             [Some(t.speaker.as_str()), Some(t.text.as_str()), caption.map(|_| "The image Caption"), caption]
         });
-        self.lexical.insert_parts(su.unit.id, n, parts.flatten());
-        self.units.insert(su.unit.id, su.unit);
+        self.lexical.insert_parts(id, n, parts.flatten());
+    }
+
+    /// Indexes up to `max_units` of the units opened but not yet in the BM25 index; returns how many are left.
+    /// The browser calls it in slices after open (the page stays responsive); recall finishes it first.
+    pub fn index_lexical(&mut self, max_units: usize) -> usize {
+        // In open order, so document numbers (and rank ties) match an index built all at once.
+        let take = max_units.min(self.lexical_pending.len());
+        let slice: Vec<u32> = self.lexical_pending.drain(..take).collect();
+        for id in slice {
+            self.index_unit_lexically(id);
+        }
+        self.lexical_pending.len()
     }
 
     fn remove_unit(&mut self, id: u32) {
@@ -443,6 +471,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         if options.k == 0 || options.k > 1000 {
             return Err(Error::invalid("`k` must be between 1 and 1000"));
         }
+        self.index_lexical(usize::MAX);
         let q = self.embedder.embed_query(query).await?;
         self.vectors.scores_into(&q, &mut self.scratch);
         self.lexical_scratch.clear();
@@ -561,6 +590,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.units.clear();
         self.vectors = VectorIndex::with_precision(DIM, self.config.vectors);
         self.lexical.clear();
+        self.lexical_pending.clear();
         self.distill = Default::default();
         Ok(())
     }

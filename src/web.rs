@@ -715,6 +715,11 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                 closing: AbortSignal::new(),
             };
             jobs.start(); // work queued before a reload resumes
+            wasm_bindgen_futures::spawn_local(index_in_slices(
+                inner.clone(),
+                progress_callback.clone(),
+                jobs.closing.clone(),
+            ));
             Ok(Memory {
                 inner,
                 name: opts.name,
@@ -783,6 +788,25 @@ async fn load_memory(
     let core = memory::Memory::open(store, embedder, config).await?;
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))
+}
+
+/// Builds the lexical (BM25) index of an opened memory in slices, yielding to the page between them, then tells
+/// `onProgress` `{ phase: "indexed" }`. A recall meanwhile takes the lock and finishes what is left itself.
+async fn index_in_slices(inner: Rc<Mutex<Option<Core>>>, on_progress: Option<Function>, closing: AbortSignal) {
+    const SLICE: usize = 5_000; // units: ~20 ms of work on a slow machine
+    loop {
+        let left = match inner.lock().await.as_mut() {
+            Some(core) => core.index_lexical(SLICE),
+            None => return, // closed
+        };
+        if left == 0 {
+            progress(&on_progress, "indexed", None);
+            return;
+        }
+        if sleep(0.0, &closing).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Tells `onProgress` about one distillation job: `{ phase: "distill", job, ok, jobsLeft, pendingTurns, episodes,

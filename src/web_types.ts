@@ -88,7 +88,8 @@ export type LlmCallback = (request: {
 }) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number } } | string>;
 
 export interface ProgressEvent {
-  phase: "tokenizer" | "model" | "runtime" | "storage" | "ready" | string;
+  /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself). */
+  phase: "tokenizer" | "model" | "runtime" | "storage" | "ready" | "indexed" | string;
   detail?: string;
 }
 

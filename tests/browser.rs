@@ -85,7 +85,10 @@ async fn memories_persist_across_close_and_reopen() {
     let closed = wait(m.stats()).await.unwrap_err();
     assert_eq!(code(&closed), "CLOSED");
 
-    let m = open("t-persist").await;
+    let options = open_options("t-persist", "wasm", "");
+    let record = js_sys::Function::new_with_args("e", "(globalThis.__phases ||= []).push(e.phase)");
+    js_sys::Reflect::set(&options, &"onProgress".into(), &record).unwrap();
+    let m = open_with(options).await.expect("reopen");
     let stats = wait(m.stats()).await.unwrap();
     assert_eq!((num(&stats, "sessions"), num(&stats, "turns"), num(&stats, "units")), (2.0, 5.0, 3.0));
     assert_eq!(string(&stats, "device"), "wasm");
@@ -97,6 +100,18 @@ async fn memories_persist_across_close_and_reopen() {
     assert_eq!(string(&r, "sessions.0.id"), "hike");
     assert!(string(&r, "context").starts_with("### Session hike (2023-05-08 13:56 UTC)"));
     assert_eq!(string(&r, "device"), "wasm");
+    // The lexical index is built after open resolves (here the first recall finished it): reported as `indexed`.
+    let phases = || js_sys::JSON::stringify(&get(&js_sys::global(), "__phases")).unwrap().as_string().unwrap();
+    for _ in 0..100 {
+        if phases().contains("indexed") {
+            break;
+        }
+        let tick = js_sys::Promise::new(&mut |ok, _| {
+            web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&ok, 50).unwrap();
+        });
+        wasm_bindgen_futures::JsFuture::from(tick).await.unwrap();
+    }
+    assert!(phases().ends_with(r#""ready","indexed"]"#), "{}", phases());
     wait(m.close()).await.unwrap();
 }
 

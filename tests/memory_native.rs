@@ -6,6 +6,7 @@ mod common;
 use common::msg;
 
 use loci::memory::{Memory, MemoryConfig, RecallOptions};
+use loci::recall::RecallMethod;
 use loci::store::{MemStore, Meta, Store, WriteBatch, SCHEMA_VERSION};
 use loci::types::{InputLimits, MessageInput, UnitMode};
 use pollster::block_on;
@@ -49,6 +50,36 @@ fn recall_finds_the_right_session_after_reopening() {
     assert_eq!(r.sessions[0].id, "hike");
     assert!(r.context.starts_with("### Session hike (2023-05-08 13:56 UTC)"), "{}", r.context);
     assert!(r.context.contains("Ana: Yes, then the steep part"));
+}
+
+#[test]
+fn the_lexical_index_built_in_slices_after_open_ranks_as_one_built_at_once() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    block_on(m.add_messages(&hiking(), Some("hike"), 0.0)).unwrap();
+    block_on(m.add_messages(&cooking(), Some("bread"), 0.0)).unwrap();
+    assert_eq!(m.index_lexical(0), 0, "units added after open are indexed at once");
+    drop(m);
+    let lexical = RecallOptions { k: 2, method: RecallMethod::Bm25, ..Default::default() };
+    let questions = ["What bread did Ben bake?", "Which trail goes to the ridge?", "boots"];
+
+    // Opened: every unit waits for the lexical index; the first recall builds it whole.
+    let mut whole = open(store.clone(), MemoryConfig::default());
+    assert_eq!(whole.index_lexical(0), 3);
+    let at_once: Vec<_> = questions.iter().map(|q| block_on(whole.recall(q, lexical)).unwrap()).collect();
+    assert_eq!(whole.index_lexical(0), 0);
+
+    // Opened again and indexed one unit per slice, as the browser does between yields: the same rankings.
+    let mut sliced = open(store, MemoryConfig::default());
+    let mut left = vec![sliced.index_lexical(0)];
+    while *left.last().unwrap() > 0 {
+        left.push(sliced.index_lexical(1));
+    }
+    assert_eq!(left, vec![3, 2, 1, 0]);
+    for (q, expected) in questions.iter().zip(&at_once) {
+        assert_eq!(&block_on(sliced.recall(q, lexical)).unwrap(), expected, "{q}");
+    }
+    assert!(at_once[0].sessions[0].score > 0.0 && at_once[0].sessions[0].id == "bread");
 }
 
 #[test]

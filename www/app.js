@@ -271,6 +271,7 @@ async function main() {
     distill: true,
     onProgress: (e) => {
       if (e.phase === "distill") return distillProgress(e);
+      if (e.phase === "indexed") return; // the lexical index, built after open; nothing to show
       $("progress").value = phases.indexOf(e.phase) + 1;
       setStatus(e.phase === "ready" ? `Ready on ${e.detail}.` : `Loading ${e.phase}…`);
     },

@@ -420,6 +420,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.units.clear();
         self.vectors = crate::index::VectorIndex::with_precision(crate::embed::DIM, self.config.vectors);
         self.lexical.clear();
+        self.lexical_pending.clear();
         let mut sessions = snapshot.sessions;
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
         for s in sessions {
