@@ -239,10 +239,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             if !su.vectors.is_whole(DIM) {
                 return Err(Error::Storage(format!("unit {} has a damaged vector", su.unit.id)));
             }
-            let Some(&n) = memory.session_index.get(&su.unit.session) else { continue };
-            memory.vectors.push(su.unit.id, n, &su.vectors);
-            memory.lexical_pending.push(su.unit.id);
-            memory.units.insert(su.unit.id, su.unit);
+            if let Some(id) = memory.place_unit(su) {
+                memory.lexical_pending.push(id);
+            }
         }
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
         Ok(memory)
@@ -278,11 +277,18 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn insert_unit(&mut self, su: StoredUnit) {
-        let Some(&n) = self.session_index.get(&su.unit.session) else { return };
+        if let Some(id) = self.place_unit(su) {
+            self.index_unit_lexically(id);
+        }
+    }
+
+    /// Adds a unit and its vectors (not yet its words); `None` if its session is unknown.
+    fn place_unit(&mut self, su: StoredUnit) -> Option<u32> {
+        let &n = self.session_index.get(&su.unit.session)?;
         self.vectors.push(su.unit.id, n, &su.vectors);
         let id = su.unit.id;
         self.units.insert(id, su.unit);
-        self.index_unit_lexically(id);
+        Some(id)
     }
 
     /// Adds a stored unit to the BM25 index (no-op if it was removed meanwhile).

@@ -141,7 +141,8 @@ impl Bm25Index {
         }
         let len = ids.len() as u32;
         ids.sort_unstable();
-        let distinct = ids.iter().zip(ids.iter().skip(1)).filter(|(a, b)| a != b).count() + !ids.is_empty() as usize;
+        // Sized exactly (terms live as long as the index): count the distinct ids of the sorted list first.
+        let distinct = ids.windows(2).filter(|w| w[0] != w[1]).count() + !ids.is_empty() as usize;
         let mut terms: Vec<(u32, u16)> = Vec::with_capacity(distinct);
         for &id in &ids {
             match terms.last_mut() {
