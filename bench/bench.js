@@ -21,6 +21,7 @@ const wasm = await init();
 const embedder = { device: "wasm", modelUrl: "/www/assets/model/model.onnx", tokenizerUrl: "/www/assets/model/tokenizer.json", ortUrl: "/www/assets/ort/" };
 let memory = null;
 let extractor = null;
+let raw = null; // a plain onnxruntime-web session, for queryEmbedFloor
 
 const resetIdb = () => { idb.requests = 0; idb.byMethod = {}; idb.recordsRead = 0; };
 
@@ -82,6 +83,26 @@ window.bench = {
       }
     }
     return parts;
+  },
+
+  /** The floor under recall: loci's query embedding against onnxruntime-web's own `session.run` on the same model
+   * file and the same token ids (a second session in this page, same thread count), alternating query by query. */
+  async queryEmbedFloor(queries) {
+    raw ||= await ort.InferenceSession.create(embedder.modelUrl, { executionProviders: ["wasm"] });
+    const loci = [], ort_ = [], tokens = [];
+    for (const q of queries) {
+      const ids = await memory.benchQueryTokens(q);
+      const n = ids.length;
+      const int64 = (f) => new ort.Tensor("int64", BigInt64Array.from(ids, f), [1, n]);
+      let t = performance.now();
+      await memory.benchEmbedQuery(q);
+      loci.push(performance.now() - t);
+      t = performance.now();
+      await raw.run({ input_ids: int64((x) => BigInt(x)), attention_mask: int64(() => 1n), token_type_ids: int64(() => 0n) });
+      ort_.push(performance.now() - t);
+      tokens.push(n);
+    }
+    return { loci, ort: ort_, tokens };
   },
 
   async close() {

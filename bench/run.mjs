@@ -149,6 +149,16 @@ try {
     rows.push(["embedding, loci (turns/s)", r1(median(loci)), r1(quantile(loci, 0.05)) + " (p5)", ""]);
     rows.push(["embedding, transformers.js (turns/s)", r1(median(tj)), r1(quantile(tj, 0.05)) + " (p5)", ""]);
     rows.push(["embedding ratio loci / transformers.js", out.embed_ratio_vs_transformersjs, r1(quantile(ratios, 0.05) * 100) / 100 + " (p5)", "≥ 1.5"]);
+    // The query embedding's floor: the same model and token ids through onnxruntime-web directly.
+    const floor = await call("queryEmbedFloor", questions(RECALL_QUERIES + 3));
+    const [lq, oq] = [floor.loci.slice(3), floor.ort.slice(3)];
+    Object.assign(out, {
+      query_embed_p50_ms_loci: r1(median(lq)), query_embed_p50_ms_ortweb_run: r1(median(oq)),
+      query_embed_ratio_loci_vs_ortweb_run: Math.round((median(lq) / median(oq)) * 100) / 100,
+      query_tokens_median: median(floor.tokens),
+    });
+    rows.push([`query embedding, loci / onnxruntime-web run alone (ms)`, `${out.query_embed_p50_ms_loci} / ${out.query_embed_p50_ms_ortweb_run}`,
+      `${r1(p95(lq))} / ${r1(p95(oq))}`, ""]);
     await call("deleteDatabase", "bench-embed");
   }
 

@@ -460,13 +460,20 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.units.values().find(|u| u.turn_ids.contains(&turn)).cloned()
     }
 
-    /// Ranks sessions by `options.method` over all stored units (dense, lexical or both), then renders the top-k
-    /// sessions as text.
     /// The query's vector, as `recall` embeds it.
     pub async fn embed_query(&mut self, query: &str) -> Result<Vec<f32>> {
         self.embedder.embed_query(query).await
     }
 
+    /// The token windows `embed_query` runs through the model (bench only: the same input for a raw
+    /// onnxruntime-web run).
+    #[cfg(feature = "bench")]
+    pub fn query_windows(&self, query: &str) -> Vec<Vec<u32>> {
+        self.embedder.windows(query)
+    }
+
+    /// Ranks sessions by `options.method` over all stored units (dense, lexical or both), then renders the top-k
+    /// sessions as text.
     pub async fn recall(&mut self, query: &str, options: RecallOptions) -> Result<RecallResult> {
         if query.trim().is_empty() {
             return Err(Error::invalid("the query is empty"));

@@ -1318,4 +1318,16 @@ impl Memory {
             Ok(JsValue::from(core.embed_query(&query).await?.len() as u32))
         })
     }
+
+    /// The token ids of `query`'s first window, as `benchEmbedQuery` feeds them to the model.
+    #[wasm_bindgen(js_name = benchQueryTokens)]
+    pub fn bench_query_tokens(&self, query: String) -> Promise {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let guard = inner.lock().await;
+            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let first = core.query_windows(&query).into_iter().next().unwrap_or_default();
+            Ok(js_sys::Uint32Array::from(first.as_slice()).into())
+        })
+    }
 }

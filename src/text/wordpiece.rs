@@ -186,6 +186,15 @@ impl WordPiece {
         let n = self.norm;
         let mut s = String::with_capacity(text.len());
         for c in text.chars() {
+            // ASCII (most chat text) needs no Unicode category table: its "other" characters are the controls, its
+            // whitespace is space, tab, CR and LF, and it holds no CJK.
+            if c.is_ascii() {
+                if n.clean_text && c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\r') {
+                    continue;
+                }
+                s.push(if n.clean_text && matches!(c, '\t' | '\n' | '\r') { ' ' } else { c });
+                continue;
+            }
             if n.clean_text {
                 // Tab/CR/LF are Cc but count as whitespace; other Cc/Cf/Co (incl. zero-width chars) are dropped.
                 if c == '\0' || c == '\u{fffd}' || (!matches!(c, '\t' | '\n' | '\r') && c.is_other()) {
@@ -223,7 +232,8 @@ impl WordPiece {
     fn pre_tokenize(&self, text: &str, out: &mut Vec<u32>) {
         let mut start = None;
         for (i, c) in text.char_indices() {
-            let punct = c.is_ascii_punctuation() || c.is_punctuation();
+            // Every ASCII character of a Unicode punctuation category is ASCII punctuation, so ASCII skips the table.
+            let punct = if c.is_ascii() { c.is_ascii_punctuation() } else { c.is_punctuation() };
             if c.is_whitespace() || punct {
                 if let Some(s) = start.take() {
                     self.word_pieces(&text[s..i], out);
