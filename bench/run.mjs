@@ -148,7 +148,7 @@ try {
     });
     rows.push(["embedding, loci (turns/s)", r1(median(loci)), r1(quantile(loci, 0.05)) + " (p5)", ""]);
     rows.push(["embedding, transformers.js (turns/s)", r1(median(tj)), r1(quantile(tj, 0.05)) + " (p5)", ""]);
-    rows.push(["embedding ratio loci / transformers.js", out.embed_ratio_vs_transformersjs, r1(quantile(ratios, 0.05) * 100) / 100 + " (p5)", "≥ 1.5"]);
+    rows.push(["embedding ratio loci / transformers.js", out.embed_ratio_vs_transformersjs, Math.round(quantile(ratios, 0.05) * 100) / 100 + " (p5)", "≥ 1.5"]);
     // The query embedding's floor: the same model and token ids through onnxruntime-web directly.
     const floor = await call("queryEmbedFloor", questions(RECALL_QUERIES + 3));
     const [lq, oq] = [floor.loci.slice(3), floor.ort.slice(3)];
