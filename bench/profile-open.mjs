@@ -4,17 +4,11 @@
 // Chromium, times REPS cold opens (default 5, a fresh page each; median), then records one more with the V8 CPU
 // profiler (Chrome DevTools Protocol) and prints the functions with the most self time, wasm and JS alike. Function
 // names need a wasm with its name section (wasm-opt strips it: run wasm-bindgen on the cargo output without it).
-import { chromium } from "playwright-core";
-import { serve } from "../scripts/serve.mjs";
+import { localBrowser } from "./local-browser.mjs";
 
 const units = Number(process.argv[2] || 100_000);
 const reps = Number(process.argv[3] || 5);
-const server = await serve(0);
-const origin = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const { origin, browser, close } = await localBrowser();
 try {
   const page = await browser.newPage();
   const fresh = async () => {
@@ -61,6 +55,5 @@ try {
     console.log(`${ms.toFixed(1).padStart(8)} ms  ${(100 * ms / total).toFixed(1).padStart(5)}%  ${f.slice(0, 110)}`);
   }
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }

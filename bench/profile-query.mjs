@@ -4,18 +4,12 @@
 // Chromium (WASM backend, the thread count it picks), runs a TOKENS-long input (default 12, about a question) RUNS
 // times (default 20) with its profiler on, and prints the median run and each operator type's time per run over the
 // second half of the runs.
-import { chromium } from "playwright-core";
-import { serve } from "../scripts/serve.mjs";
+import { localBrowser } from "./local-browser.mjs";
 
 const tokens = Number(process.argv[2] || 12);
 const runs = Number(process.argv[3] || 20);
 const model = `/${process.argv[4] || "www/assets/model/model.onnx"}`;
-const server = await serve(0);
-const origin = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const { origin, browser, close } = await localBrowser();
 try {
   const page = await browser.newPage();
   const lines = [];
@@ -62,7 +56,6 @@ try {
     console.log(`| ${op} | ${(o.us / kept.length / 1000).toFixed(2)} | ${((100 * o.us) / total).toFixed(1)}% | ${o.nodes / kept.length} |`);
   }
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }
 process.exit(0);

@@ -1,0 +1,19 @@
+// The repository served on 127.0.0.1 (scripts/serve.mjs) and Debian's headless Chromium, for the bench scripts.
+import { chromium } from "playwright-core";
+import { serve } from "../scripts/serve.mjs";
+
+export async function localBrowser(extraArgs = []) {
+  const server = await serve(0);
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run", ...extraArgs],
+  });
+  return {
+    origin: `http://127.0.0.1:${server.address().port}`,
+    browser,
+    close: async () => {
+      await browser.close();
+      server.close();
+    },
+  };
+}
