@@ -57,7 +57,7 @@ mod cli {
                     [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]] [--prune llm|extractive|none]
                     [--limit N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
-       [--per-question JSONL]
+       [--per-question JSONL] [--model MODEL.onnx] [--batch N]
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
 
     struct Args {
@@ -73,6 +73,9 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         variant: Option<GroundTruth>,
         vectors: Precision,
         per_question: Option<PathBuf>,
+        /// Another model file than the shipped one (experiments: bench/quantize_model.py).
+        model: Option<PathBuf>,
+        batch: usize,
     }
 
     /// A benchmarked method: one of the library's, or the session-level baseline (whole session embedded).
@@ -139,6 +142,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             variant: None,
             vectors: Precision::default(),
             per_question: None,
+            model: None,
+            batch: EmbedConfig::default().batch_size,
         };
         while let Some(a) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
@@ -176,6 +181,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     }
                 }
                 "--limit" => args.limit = Some(value()?.parse().map_err(|_| "--limit N")?),
+                "--model" => args.model = Some(value()?.into()),
+                "--batch" => args.batch = value()?.parse().map_err(|_| "--batch N")?,
                 "-h" | "--help" => return Err(USAGE.into()),
                 _ => return Err(format!("unknown argument {a}\n{USAGE}")),
             }
@@ -208,8 +215,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let label: fn(&str) -> Option<&'static str> =
             if args.dataset == "locomo" { locomo::category_name } else { |_| None };
 
-        let (tokenizer, runtime) = model_runtime(args.threads, args.cache)?;
-        let embed = EmbedConfig { truncate: args.truncate, ..EmbedConfig::default() };
+        let (tokenizer, runtime) = model_runtime(args.threads, args.cache, args.model.as_deref(), args.batch)?;
+        let embed = EmbedConfig { truncate: args.truncate, batch_size: args.batch, ..EmbedConfig::default() };
         let config =
             MemoryConfig { unit_mode: args.unit_mode, embed, vectors: args.vectors, ..MemoryConfig::default() };
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
@@ -359,19 +366,30 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         s
     }
 
-    /// The model with the on-disk window cache, shared by every memory of a run.
-    fn model_runtime(threads: usize, cache: bool) -> Result<(WordPiece, SharedRuntime), String> {
+    /// The model (the shipped one unless `model` names another) with the on-disk window cache, shared by every
+    /// memory of a run. The cache is keyed by the model's bytes and, past the default, the batch size: a model that
+    /// quantizes activations per call gives a window different vectors in different batches.
+    fn model_runtime(
+        threads: usize,
+        cache: bool,
+        model: Option<&Path>,
+        batch: usize,
+    ) -> Result<(WordPiece, SharedRuntime), String> {
         let model_dir = default_model_dir();
-        let model = std::fs::read(model_dir.join("model.onnx"))
-            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs native`", model_dir.display()))?;
+        let model_path = model.map_or_else(|| model_dir.join("model.onnx"), Path::to_path_buf);
+        let model = std::fs::read(&model_path)
+            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs native`", model_path.display()))?;
         let tokenizer = std::fs::read_to_string(model_dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
         let tokenizer = WordPiece::from_tokenizer_json(&tokenizer).map_err(|e| e.to_string())?;
         let dylib = default_dylib_path().ok_or("no onnxruntime library; run `node scripts/setup.mjs native`")?;
         let ort = OnnxRuntime::native(&model, &dylib, threads).map_err(|e| e.to_string())?;
-        let cache_path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join("loci-eval-cache")
-            .join(format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model)));
+        let cache_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("loci-eval-cache").join(
+            if batch == EmbedConfig::default().batch_size {
+                format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model))
+            } else {
+                format!("{:016x}-batch{batch}.bin", fnv1a(FNV_OFFSET, &model))
+            },
+        );
         let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, cache.then_some(cache_path))?)));
         Ok((tokenizer, runtime))
     }
@@ -467,7 +485,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         if let Some(n) = o.get("neighbours") {
             bench.extractive.neighbours = n.parse().map_err(|_| "--neighbours N")?;
         }
-        let (tokenizer, runtime) = model_runtime(2, true)?;
+        let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
         let mut embedder =
             Embedder::new(tokenizer, runtime.clone(), EmbedConfig::default()).map_err(|e| e.to_string())?;
         let n: usize = corpora.iter().map(|c| c.questions.len()).sum();
@@ -539,7 +557,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         if let Some(p) = o.get("prune") {
             answer_options.prune.mode = loci::recall::prune::PruneMode::parse(p).map_err(|e| e.to_string())?;
         }
-        let (tokenizer, runtime) = model_runtime(2, true)?;
+        let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
         let embed = EmbedConfig::default();
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
         let (mut memories, ..) = ingest(&corpora, &embedder, MemoryConfig::default(), &runtime)?;
