@@ -9,12 +9,11 @@ use loci::text::WordPiece;
 use serde_json::Value;
 
 fn tokenizer_path() -> PathBuf {
+    // Where `scripts/setup.mjs` puts it (not `~/.cache`: a fresh machine, or a run with its own LOCI_CACHE, has
+    // nothing there).
     let path = match std::env::var_os("LOCI_TOKENIZER_JSON") {
         Some(p) => PathBuf::from(p),
-        None => {
-            let home = std::env::var_os("HOME").expect("HOME is not set; set LOCI_TOKENIZER_JSON");
-            PathBuf::from(home).join(".cache/loci/model/tokenizer.json")
-        }
+        None => loci::embed::default_model_dir().join("tokenizer.json"),
     };
     assert!(
         path.is_file(),

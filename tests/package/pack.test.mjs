@@ -1,5 +1,5 @@
-// The npm package as a web developer gets it: `npm pack`, install the tarball into a fresh project (offline, from
-// the local tarball and npm's cache), type-check a TypeScript consumer against the shipped types, then use the
+// The npm package as a web developer gets it: `npm pack`, install the tarball into a fresh project (its dependency,
+// onnxruntime-web at the version the package pins, from npm's cache when there and from the registry when not), type-check a TypeScript consumer against the shipped types, then use the
 // installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
@@ -22,10 +22,14 @@ try {
   const app = join(work, "app");
   mkdirSync(app);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "loci-consumer", private: true, type: "module" }));
-  run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(work, tarball)], app);
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(work, tarball)], app);
   const installed = join(app, "node_modules", "loci");
   const files = readdirSync(join(installed, "pkg"));
   assert.ok(files.includes("loci.js") && files.includes("loci_bg.wasm") && files.includes("loci.d.ts"), files.join());
+  // The consumer gets exactly the onnxruntime-web the package pins (loci's bindings speak to that version).
+  const pinned = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies["onnxruntime-web"];
+  const got = JSON.parse(readFileSync(join(app, "node_modules", "onnxruntime-web", "package.json"), "utf8")).version;
+  assert.equal(got, pinned, "onnxruntime-web version in the consumer");
 
   // Types: a strict TypeScript consumer of the public API compiles.
   writeFileSync(join(app, "consumer.ts"), `
@@ -110,7 +114,7 @@ try {
   const viteApp = join(work, "vite-app");
   mkdirSync(join(viteApp, "public"), { recursive: true });
   writeFileSync(join(viteApp, "package.json"), JSON.stringify({ name: "loci-vite", private: true, type: "module" }));
-  run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(work, tarball)], viteApp);
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(work, tarball)], viteApp);
   execFileSync("cp", ["-r", join(app, "assets"), join(viteApp, "public", "assets")]);
   const script = readFileSync(join(app, "index.html"), "utf8").split("<script type=\"module\">")[1].split("</script>")[0]
     .replace("./node_modules/loci/pkg/loci.js", "loci").replace('"pack-test"', '"pack-test-vite"');
@@ -118,7 +122,7 @@ try {
   writeFileSync(join(viteApp, "index.html"), `<!doctype html><meta charset="utf-8"><script type="module" src="/main.js"></script>`);
   run(join(root, "node_modules", ".bin", "vite"), ["build", "--logLevel", "warn"], viteApp);
   assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm" }, "Vite build");
-  console.log(`package: ok (${tarball} installed offline, types check, recall works in a plain page and a Vite build)`);
+  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build)`);
 } catch (e) {
   failed = true;
   console.error(e);
