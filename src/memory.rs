@@ -8,11 +8,17 @@ use serde::Serialize;
 
 mod answer;
 mod distill;
+mod shared;
 mod transfer;
 
-pub use answer::{AnswerOptions, AnswerResult, LlmCounters, PhaseCounters, PruneOptions, PrunedRecall, Spent};
+pub use answer::{
+    qdp, AnswerOptions, AnswerPlan, AnswerResult, LlmCounters, PhaseCounters, PlanOutcome, PruneOptions, PrunedRecall,
+    PrunedRecallPlan, Spent,
+};
+pub use shared::{JobStep, Shared};
 pub use distill::{
-    DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, ParkedJob, Scored,
+    DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, JobOutcome, JobTicket,
+    ParkedJob, Scored,
 };
 pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};
 
@@ -150,6 +156,8 @@ pub struct Memory<S: Store, R: Runtime> {
     vectors: VectorIndex,
     /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
     distill: crate::distill::DistillState,
+    /// Counts forgets: a distillation job that started before one is discarded at commit (see `finish_job`).
+    distill_epoch: u64,
     /// BM25 over the same units, for lexical evidence.
     lexical: Bm25Index,
     /// Units opened but not yet in `lexical`: open leaves the BM25 build (most of a large open's CPU time) to
@@ -214,6 +222,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             lexical_scratch: Vec::new(),
             rank_scratch: recall::Scratch::default(),
             distill: Default::default(),
+            distill_epoch: 0,
         };
         let mut sessions = snapshot.sessions;
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
@@ -605,6 +614,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.lexical.clear();
         self.lexical_pending.clear();
         self.distill = Default::default();
+        self.distill_epoch += 1;
         Ok(())
     }
 

@@ -26,7 +26,7 @@ use crate::llm::callback::CallbackLlm;
 use crate::llm::fetch::FetchTransport;
 use crate::llm::openai::{OpenAiClient, OpenAiConfig};
 use crate::llm::{AbortSignal, Llm};
-use crate::memory::{self, MemoryConfig, RecallOptions};
+use crate::memory::{self, JobOutcome, JobStep, MemoryConfig, RecallOptions};
 use crate::memory::{AnswerOptions, DistillProgress, DistilledRecallOptions, FlushReport, PruneOptions};
 use crate::recall::prune::PruneMode;
 use crate::recall::RecallMethod;
@@ -35,6 +35,7 @@ use crate::text::WordPiece;
 use crate::types::{parse_time, InputLimits, MessageInput, TimeInput, UnitMode};
 
 type Core = memory::Memory<IdbStore, OnnxRuntime>;
+type Shared = memory::Shared<IdbStore, OnnxRuntime>;
 
 // The TypeScript types of the whole public API (options, results, errors), appended to the generated `loci.d.ts`.
 #[wasm_bindgen(typescript_custom_section)]
@@ -544,7 +545,7 @@ async fn lock_memory(name: &str) -> Result<Function, Error> {
 /// A long-term memory stored in this browser.
 #[wasm_bindgen]
 pub struct Memory {
-    inner: Rc<Mutex<Option<Core>>>,
+    shared: Shared,
     name: String,
     device_reason: String,
     release_lock: Function,
@@ -557,20 +558,19 @@ pub struct Memory {
     jobs: JobRunner,
 }
 
-/// Runs queued distillation jobs in the background, one per hold of the memory's lock (so a recall or an
-/// `addMessages` waits for one job at most), in queue order, waiting out retry backoffs on a timer. Started after
+/// Runs queued distillation jobs in the background, one at a time and in queue order, each as read → think →
+/// commit ([`memory::Shared::run_next_job`]): the memory's lock is never held while the LLM thinks, so
+/// `addMessages`, `recall` and `stats` go on meanwhile. Retry backoffs are waited out on a timer. Started after
 /// `addMessages`, at open (work queued before a reload resumes), and when an LLM is set or parked jobs are retried;
 /// it stops when nothing is due, the memory closes, or the LLM is removed. Only one runs per memory.
 #[derive(Clone)]
 struct JobRunner {
-    inner: Rc<Mutex<Option<Core>>>,
+    shared: Shared,
     llm: Rc<RefCell<Option<Rc<dyn Llm>>>>,
     on_progress: Option<Function>,
     /// Opened with `distill` and `autoRun` (the default).
     enabled: bool,
     running: Rc<std::cell::Cell<bool>>,
-    /// Fired by `close()`: the running job's LLM call is cancelled (the job stays queued) so closing is prompt.
-    closing: AbortSignal,
 }
 
 impl JobRunner {
@@ -581,7 +581,8 @@ impl JobRunner {
         self.running.set(true);
         let me = self.clone();
         wasm_bindgen_futures::spawn_local(async move {
-            if let Err(e) = me.drain().await.or_else(|e| if matches!(e, Error::Aborted) { Ok(()) } else { Err(e) }) {
+            let quiet = |e: &Error| matches!(e, Error::Aborted | Error::Closed);
+            if let Err(e) = me.drain().await.or_else(|e| if quiet(&e) { Ok(()) } else { Err(e) }) {
                 // Nothing awaits a background run: tell the page through onProgress; the job stays queued.
                 if let Some(f) = &me.on_progress {
                     let event = js_sys::Object::new();
@@ -597,18 +598,11 @@ impl JobRunner {
     async fn drain(&self) -> Result<(), Error> {
         loop {
             let Some(llm) = self.llm.borrow().clone() else { return Ok(()) };
-            let report = {
-                let mut guard = self.inner.lock().await;
-                let Some(core) = guard.as_mut() else { return Ok(()) }; // closed
-                let mut tell = |p: &DistillProgress| distill_progress(&self.on_progress, p);
-                core.run_jobs_up_to(1, &*llm, js_sys::Date::now(), Some(&self.closing), &mut tell).await?
-            };
-            if report.jobs_run + report.failures > 0 {
-                continue;
-            }
-            match report.next_try {
-                Some(t) => sleep((t - js_sys::Date::now()).max(0.0), &self.closing).await?,
-                None => return Ok(()),
+            let mut tell = |p: &DistillProgress| distill_progress(&self.on_progress, p);
+            match self.shared.run_next_job(&*llm, js_sys::Date::now(), None, &mut tell).await? {
+                JobStep::Ran(_) => {}
+                JobStep::WaitUntil(t) => sleep((t - js_sys::Date::now()).max(0.0), self.shared.closing()).await?,
+                JobStep::Idle => return Ok(()),
             }
         }
     }
@@ -704,24 +698,19 @@ async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                     return Err(e);
                 }
             };
-            let inner = Rc::new(Mutex::new(Some(core)));
+            let shared = Shared::new(core);
             let llm = Rc::new(RefCell::new(llm));
             let jobs = JobRunner {
-                inner: inner.clone(),
+                shared: shared.clone(),
                 llm: llm.clone(),
                 on_progress: progress_callback.clone(),
                 enabled: distill.is_some_and(|d| d.auto_run),
                 running: Default::default(),
-                closing: AbortSignal::new(),
             };
             jobs.start(); // work queued before a reload resumes
-            wasm_bindgen_futures::spawn_local(index_in_slices(
-                inner.clone(),
-                progress_callback.clone(),
-                jobs.closing.clone(),
-            ));
+            wasm_bindgen_futures::spawn_local(index_in_slices(shared.clone(), progress_callback.clone()));
             Ok(Memory {
-                inner,
+                shared,
                 name: opts.name,
                 device_reason,
                 release_lock,
@@ -792,18 +781,18 @@ async fn load_memory(
 
 /// Builds the lexical (BM25) index of an opened memory in slices, yielding to the page between them, then tells
 /// `onProgress` `{ phase: "indexed" }`. A recall meanwhile takes the lock and finishes what is left itself.
-async fn index_in_slices(inner: Rc<Mutex<Option<Core>>>, on_progress: Option<Function>, closing: AbortSignal) {
+async fn index_in_slices(shared: Shared, on_progress: Option<Function>) {
     const SLICE: usize = 5_000; // units: ~20 ms of work on a slow machine
     loop {
-        let left = match inner.lock().await.as_mut() {
-            Some(core) => core.index_lexical(SLICE),
-            None => return, // closed
+        let left = match shared.lock().await {
+            Ok(mut core) => core.index_lexical(SLICE),
+            Err(_) => return, // closed
         };
         if left == 0 {
             progress(&on_progress, "indexed", None);
             return;
         }
-        if sleep(0.0, &closing).await.is_err() {
+        if sleep(0.0, shared.closing()).await.is_err() {
             return;
         }
     }
@@ -881,6 +870,16 @@ struct JsFlushReport {
     waited_ms: f64,
 }
 
+impl JsFlushReport {
+    fn add(&mut self, outcome: &JobOutcome) {
+        let mut r = FlushReport::default();
+        r.add(outcome);
+        self.jobs_run += r.jobs_run;
+        self.failures += r.failures;
+        self.parked += r.parked;
+    }
+}
+
 fn spawn<F>(fut: F) -> Promise
 where
     F: std::future::Future<Output = Result<JsValue, Error>> + 'static,
@@ -923,7 +922,7 @@ impl Memory {
         #[wasm_bindgen(unchecked_param_type = "MessageInput[]")] messages: JsValue,
         #[wasm_bindgen(unchecked_param_type = "AddOptions | undefined")] options: JsValue,
     ) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         let jobs = self.jobs.clone();
         spawn(async move {
             if !js_sys::Array::is_array(&messages) {
@@ -938,10 +937,9 @@ impl Memory {
             } else {
                 from_js(options, "addMessages options")?
             };
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let mut core = shared.lock().await?;
             let report = core.add_messages(&messages, opts.session.as_deref(), js_sys::Date::now()).await?;
-            drop(guard);
+            drop(core);
             jobs.start(); // distillation of a full window goes on after this call resolves
             to_js(&report).map_err(|_| Error::invalid("encoding the report"))
         })
@@ -958,7 +956,7 @@ impl Memory {
         #[wasm_bindgen(unchecked_param_type = "string")] query: JsValue,
         #[wasm_bindgen(unchecked_param_type = "RecallOptions | undefined")] options: JsValue,
     ) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let distill_on = self.distill;
         spawn(async move {
@@ -967,8 +965,13 @@ impl Memory {
             let ro = opts.recall_options()?;
             let distilled = opts.distilled(distill_on)?;
             let signal = abort_signal(&options)?;
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            if opts.prune.is_some() {
+                // Pruning may call the LLM: read, then prune without the memory's lock.
+                let po = opts.prune_options(PruneMode::None, signal)?;
+                let result = shared.recall_pruned(&query, ro, &po, llm.as_deref(), js_sys::Date::now()).await?;
+                return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
+            }
+            let mut core = shared.lock().await?;
             if let Some(sources) = distilled {
                 let result = core.recall_distilled(&query, sources).await?;
                 let out = to_js_without_vectors(&result, "the result")?;
@@ -976,12 +979,7 @@ impl Memory {
                 let _ = Reflect::set(&out, &"device".into(), &device);
                 return Ok(out);
             }
-            if opts.prune.is_none() {
-                let result = core.recall(&query, ro).await?;
-                return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
-            }
-            let po = opts.prune_options(PruneMode::None, signal)?;
-            let result = core.recall_pruned(&query, ro, &po, llm.as_deref(), js_sys::Date::now()).await?;
+            let result = core.recall(&query, ro).await?;
             to_js(&result).map_err(|_| Error::invalid("encoding the result"))
         })
     }
@@ -995,7 +993,7 @@ impl Memory {
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
         #[wasm_bindgen(unchecked_param_type = "RecallOptions | undefined")] options: JsValue,
     ) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let distill_on = self.distill;
         spawn(async move {
@@ -1011,13 +1009,10 @@ impl Memory {
                 prune: opts.prune_options(defaults.prune.mode, abort_signal(&options)?)?,
                 max_tokens: opts.max_tokens.or(defaults.max_tokens),
             };
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let now = js_sys::Date::now();
             let result = match distilled {
-                Some(sources) => {
-                    core.answer_distilled(&question, sources, &answer_options, &*llm, js_sys::Date::now()).await?
-                }
-                None => core.answer(&question, &answer_options, &*llm, js_sys::Date::now()).await?,
+                Some(sources) => shared.answer_distilled(&question, sources, &answer_options, &*llm, now).await?,
+                None => shared.answer(&question, &answer_options, &*llm, now).await?,
             };
             to_js(&result).map_err(|_| Error::invalid("encoding the answer"))
         })
@@ -1045,10 +1040,9 @@ impl Memory {
     /// Counts and configuration: sessions, turns, units, vectors, model, device.
     #[wasm_bindgen(unchecked_return_type = "Promise<Stats>")]
     pub fn stats(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             to_js(&core.stats()).map_err(|_| Error::invalid("encoding stats"))
         })
     }
@@ -1056,10 +1050,9 @@ impl Memory {
     /// All sessions, oldest first.
     #[wasm_bindgen(unchecked_return_type = "Promise<Session[]>")]
     pub fn sessions(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             to_js(&core.sessions()).map_err(|_| Error::invalid("encoding sessions"))
         })
     }
@@ -1067,10 +1060,9 @@ impl Memory {
     /// The turns of one session, in order.
     #[wasm_bindgen(js_name = sessionTurns, unchecked_return_type = "Promise<Turn[]>")]
     pub fn session_turns(&self, session: String) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             to_js(&core.session_turns(&session)).map_err(|_| Error::invalid("encoding turns"))
         })
     }
@@ -1078,10 +1070,9 @@ impl Memory {
     /// The whole memory as a portable JSON-compatible document (`JSON.stringify` it to save a file).
     #[wasm_bindgen(unchecked_return_type = "Promise<MemoryExport>")]
     pub fn export(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             to_js(&core.export(js_sys::Date::now())).map_err(|_| Error::invalid("encoding the export"))
         })
     }
@@ -1090,14 +1081,13 @@ impl Memory {
     /// (a bad one stores nothing); sessions that already exist are skipped, so an interrupted import can be re-run.
     #[wasm_bindgen(js_name = import, unchecked_return_type = "Promise<ImportReport>")]
     pub fn import(&self, #[wasm_bindgen(unchecked_param_type = "MemoryExport | string")] document: JsValue) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
             let doc: memory::Export = match document.as_string() {
                 Some(text) => serde_json::from_str(&text).map_err(|e| Error::invalid(format!("import: {e}")))?,
                 None => from_js(document, "import")?,
             };
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let mut core = shared.lock().await?;
             let report = core.import(&doc, js_sys::Date::now(), |_, _| {}).await?;
             to_js(&report).map_err(|_| Error::invalid("encoding the report"))
         })
@@ -1114,11 +1104,10 @@ impl Memory {
         &self,
         #[wasm_bindgen(unchecked_param_type = "FlushOptions | undefined")] options: JsValue,
     ) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let on_progress = self.on_progress.clone();
         let distill_on = self.distill;
-        let closing = self.jobs.closing.clone();
         spawn(async move {
             check_keys(&options, &["signal"], "flush options")?;
             let user_signal = abort_signal(&options)?;
@@ -1129,43 +1118,26 @@ impl Memory {
                 Error::LlmUnavailable("flush() needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
             })?;
             // One signal for both causes: the caller's and close().
-            let abort = AbortSignal::new();
-            for cause in user_signal.iter().chain([&closing]) {
-                let a = abort.clone();
-                cause.on_abort(move || a.abort());
-            }
-            let closed = |e: Error| if closing.is_aborted() { Error::Closed } else { e };
+            let abort = shared.signal(user_signal.as_ref());
+            let closed = |e: Error| if shared.is_closed() { Error::Closed } else { e };
             let mut total = JsFlushReport::default();
-            let mut first = true;
+            let mut tell = |p: &DistillProgress| distill_progress(&on_progress, p);
+            shared.queue_last_windows(js_sys::Date::now()).await?;
             loop {
-                let (report, parked_total): (FlushReport, usize) = {
-                    let mut guard = inner.lock().await;
-                    let core = guard.as_mut().ok_or(Error::Closed)?;
-                    let mut tell = |p: &DistillProgress| distill_progress(&on_progress, p);
-                    let now = js_sys::Date::now();
-                    let report = if first {
-                        core.flush(&*llm, now, Some(&abort), &mut tell).await.map_err(closed)?
-                    } else {
-                        core.run_jobs(&*llm, now, Some(&abort), &mut tell).await.map_err(closed)?
-                    };
-                    (report, core.distill_stats().parked.len())
-                };
-                first = false;
-                total.jobs_run += report.jobs_run;
-                total.failures += report.failures;
-                total.parked += report.parked;
-                total.jobs_left = report.jobs_left;
-                total.parked_total = parked_total;
-                match report.next_try {
-                    // The lock is released while waiting: recall, addMessages and close go on meanwhile.
-                    Some(t) => {
+                match shared.run_next_job(&*llm, js_sys::Date::now(), Some(&abort), &mut tell).await.map_err(closed)? {
+                    JobStep::Ran(outcome) => total.add(&outcome),
+                    // Nothing holds the memory while waiting: recall, addMessages and close go on meanwhile.
+                    JobStep::WaitUntil(t) => {
                         let wait = (t - js_sys::Date::now()).max(0.0);
                         total.waited_ms += wait;
                         sleep(wait, &abort).await.map_err(closed)?;
                     }
-                    None => break,
+                    JobStep::Idle => break,
                 }
             }
+            let stats = shared.lock().await?.distill_stats();
+            total.parked_total = stats.parked.len();
+            total.jobs_left = stats.jobs - stats.parked.len();
             to_js(&total).map_err(|_| Error::invalid("encoding the flush report"))
         })
     }
@@ -1173,10 +1145,9 @@ impl Memory {
     /// Episodes, oldest first, with the ids of their turns (and of the episodes merged into them).
     #[wasm_bindgen(unchecked_return_type = "Promise<Episode[]>")]
     pub fn episodes(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             to_js_without_vectors(&core.episodes(), "episodes")
         })
     }
@@ -1187,7 +1158,7 @@ impl Memory {
         &self,
         #[wasm_bindgen(unchecked_param_type = "FactsOptions | undefined")] options: JsValue,
     ) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
             check_keys(&options, &["includeSuperseded"], "facts options")?;
             let all = if options.is_undefined() || options.is_null() {
@@ -1200,8 +1171,7 @@ impl Memory {
                 None if all.is_undefined() => false,
                 None => return Err(Error::invalid("`includeSuperseded` must be a boolean")),
             };
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             to_js_without_vectors(&core.facts(include_superseded), "facts")
         })
     }
@@ -1209,11 +1179,10 @@ impl Memory {
     /// A fact's chain of versions, oldest first: the facts it superseded and those that superseded it.
     #[wasm_bindgen(unchecked_return_type = "Promise<Fact[]>")]
     pub fn history(&self, #[wasm_bindgen(unchecked_param_type = "number")] fact_id: JsValue) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
             let id = id_from_js(&fact_id, "factId")?;
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             let chain = core.history(id);
             if chain.is_empty() {
                 return Err(Error::NotFound(format!("fact {id}")));
@@ -1226,13 +1195,12 @@ impl Memory {
     /// background (with `autoRun`) or at the next `flush()`.
     #[wasm_bindgen(js_name = retryParked, unchecked_return_type = "Promise<number>")]
     pub fn retry_parked(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         let jobs = self.jobs.clone();
         spawn(async move {
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let mut core = shared.lock().await?;
             let n = core.retry_parked(js_sys::Date::now()).await?;
-            drop(guard);
+            drop(core);
             jobs.start();
             Ok(JsValue::from(n as u32))
         })
@@ -1242,7 +1210,7 @@ impl Memory {
     /// turns stay), `{ session: id }` (its turns and what was distilled only from them) or `{ all: true }`.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn forget(&self, #[wasm_bindgen(unchecked_param_type = "ForgetTarget")] target: JsValue) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
             check_keys(&target, &["fact", "episode", "session", "all"], "forget")?;
             let keys = if target.is_object() {
@@ -1256,8 +1224,7 @@ impl Memory {
                 ));
             }
             let field = |k: &str| Reflect::get(&target, &k.into()).unwrap_or(JsValue::UNDEFINED);
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let mut core = shared.lock().await?;
             let (fact, episode, session, all) = (field("fact"), field("episode"), field("session"), field("all"));
             if !fact.is_undefined() {
                 core.forget_fact(id_from_js(&fact, "fact")?).await?;
@@ -1278,10 +1245,9 @@ impl Memory {
     /// Erases everything this memory holds.
     #[wasm_bindgen(js_name = forgetAll, unchecked_return_type = "Promise<void>")]
     pub fn forget_all(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let mut core = shared.lock().await?;
             core.forget_all().await.map(|_| JsValue::UNDEFINED)
         })
     }
@@ -1289,14 +1255,14 @@ impl Memory {
     /// Closes the memory after pending calls finish; later calls fail with code `CLOSED`.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn close(&self) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         let release = self.release_lock.clone();
-        // Distillation in flight (background or flush) is cancelled, its job left queued for the next open.
-        self.jobs.closing.abort();
+        // LLM calls in flight (background jobs, flush, answer) are cancelled at once; their jobs stay queued for the
+        // next open, and a result that arrives anyway (a callback that ignores its signal) is dropped.
+        let closing = shared.close();
         spawn(async move {
-            let mut guard = inner.lock().await;
-            if let Some(core) = guard.take() {
-                core.into_store().close();
+            if let Some(store) = closing.await {
+                store.close();
                 let _ = release.call0(&JsValue::NULL);
             }
             Ok(JsValue::UNDEFINED)
@@ -1311,10 +1277,9 @@ impl Memory {
     /// Embeds `query` as `recall` does; resolves to the vector's length.
     #[wasm_bindgen(js_name = benchEmbedQuery)]
     pub fn bench_embed_query(&self, query: String) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let mut guard = inner.lock().await;
-            let core = guard.as_mut().ok_or(Error::Closed)?;
+            let mut core = shared.lock().await?;
             Ok(JsValue::from(core.embed_query(&query).await?.len() as u32))
         })
     }
@@ -1322,10 +1287,9 @@ impl Memory {
     /// The token ids of `query`'s first window, as `benchEmbedQuery` feeds them to the model.
     #[wasm_bindgen(js_name = benchQueryTokens)]
     pub fn bench_query_tokens(&self, query: String) -> Promise {
-        let inner = self.inner.clone();
+        let shared = self.shared.clone();
         spawn(async move {
-            let guard = inner.lock().await;
-            let core = guard.as_ref().ok_or(Error::Closed)?;
+            let core = shared.lock().await?;
             let first = core.query_windows(&query).into_iter().next().unwrap_or_default();
             Ok(js_sys::Uint32Array::from(first.as_slice()).into())
         })

@@ -374,6 +374,17 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     let (fourth, msgs) = &conv.sessions[3];
     add(&m, fourth, msgs).await;
     until_requests_exceed(before).await; // the background job is now waiting on the hung call
+    // Meanwhile the chat goes on: no lock is held while the model thinks (a held one would keep these waiting for
+    // the call's 60 s timeout).
+    let started = js_sys::Date::now();
+    let one_more = js(r#"[{"role": "user", "content": "One more thing about the adoption agency."}]"#);
+    let added = wait(m.add_messages(one_more, js(&format!(r#"{{"session": "{fourth}"}}"#)))).await;
+    added.expect("addMessages while a job waits on the model");
+    wait(m.recall("adoption agency".into(), JsValue::UNDEFINED)).await.expect("recall meanwhile");
+    let stats = wait(m.stats()).await.expect("stats meanwhile");
+    let took = js_sys::Date::now() - started;
+    assert!(took < 20_000.0, "addMessages, recall and stats waited {took} ms behind a hung LLM call");
+    assert!(num(&stats, "distill.jobs") >= 1.0, "the job is still waiting on the model");
     let started = js_sys::Date::now();
     wait(m.close()).await.unwrap();
     let took = js_sys::Date::now() - started;

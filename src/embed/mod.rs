@@ -96,20 +96,21 @@ pub struct WindowVector {
 
 /// Tokenizer + runtime + windowing.
 pub struct Embedder<R: Runtime> {
-    tokenizer: WordPiece,
+    /// Shared (`Rc`): answers and LLM token estimates count tokens with it outside the memory's lock.
+    tokenizer: std::rc::Rc<WordPiece>,
     runtime: R,
     config: EmbedConfig,
 }
 
 impl<R: Runtime> Embedder<R> {
-    pub fn new(tokenizer: WordPiece, runtime: R, config: EmbedConfig) -> Result<Self> {
+    pub fn new(tokenizer: impl Into<std::rc::Rc<WordPiece>>, runtime: R, config: EmbedConfig) -> Result<Self> {
         if config.max_tokens < 8 || config.max_tokens > 512 || config.overlap * 2 >= config.max_tokens - 2 {
             return Err(Error::invalid("embedder window: need 8 ≤ maxTokens ≤ 512 and overlap < half a window"));
         }
         if config.batch_size == 0 {
             return Err(Error::invalid("embedder batch size must be positive"));
         }
-        Ok(Embedder { tokenizer, runtime, config })
+        Ok(Embedder { tokenizer: tokenizer.into(), runtime, config })
     }
 
     pub fn device(&self) -> Device {
@@ -122,6 +123,11 @@ impl<R: Runtime> Embedder<R> {
 
     pub fn tokenizer(&self) -> &WordPiece {
         &self.tokenizer
+    }
+
+    /// The tokenizer, shared.
+    pub fn shared_tokenizer(&self) -> std::rc::Rc<WordPiece> {
+        self.tokenizer.clone()
     }
 
     /// Token windows of one text, each wrapped in [CLS] … [SEP].

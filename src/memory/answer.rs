@@ -4,16 +4,19 @@
 
 use serde::Serialize;
 
-use super::{Memory, RecallOptions, RecallResult, RecalledSession};
+use std::rc::Rc;
+
+use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, RecalledSession};
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::prompts::{self, AnswerReply};
+use crate::llm::prompts::{self, AnswerReply, QdpReply};
 use crate::llm::structured::{chat_json, Structured};
 use crate::llm::{AbortSignal, Llm, LlmRequest, Usage};
 use crate::recall::prune::{
     self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
 };
 use crate::store::Store;
+use crate::text::WordPiece;
 use crate::types::{format_time, TimeMs};
 
 /// LLM use of one phase.
@@ -144,10 +147,232 @@ pub struct AnswerResult {
 /// Units shown per session when all of them are needed for pruning.
 const ALL_UNITS: usize = 100_000;
 
+/// `llm` pruning without an LLM is refused before any work.
+pub(super) fn needs_llm(prune: &PruneOptions, llm: Option<&dyn Llm>) -> Result<()> {
+    if prune.mode == PruneMode::Llm && llm.is_none() {
+        return Err(no_llm());
+    }
+    Ok(())
+}
+
+fn no_llm() -> Error {
+    Error::LlmUnavailable("prune \"llm\" needs an LLM: open the memory with `llm`".into())
+}
+
+/// What an LLM step produced, and what it spent (counted also when it failed).
+pub struct PlanOutcome<T> {
+    pub result: Result<T>,
+    pub counters: LlmCounters,
+}
+
+/// A pruned recall as read from the memory (under its lock): the recall with every unit of its sessions, and
+/// those sessions as pruning sees them. Owned, so the LLM is called without the memory.
+pub struct PrunedRecallPlan {
+    query: String,
+    recall: RecallResult,
+    sessions: Vec<PruneSession>,
+    options: RecallOptions,
+    mode: PruneMode,
+    extractive: ExtractiveOptions,
+    question_date: String,
+    max_tokens: Option<u32>,
+    tokenizer: Rc<WordPiece>,
+}
+
+impl PrunedRecallPlan {
+    fn count(&self, s: &str) -> usize {
+        self.tokenizer.encode(s).len()
+    }
+
+    /// Prunes (`llm` mode: one QDP call) and returns the recall with the pruned context.
+    pub async fn run(self, llm: Option<&dyn Llm>, abort: Option<AbortSignal>) -> PlanOutcome<PrunedRecall> {
+        let mut counters = LlmCounters::default();
+        let count = |s: &str| self.count(s);
+        let chronological = self.options.chronological;
+        let mut spent = Spent::default();
+        let pruned = match (self.mode, llm) {
+            (PruneMode::None, _) => prune::none(&self.sessions, chronological, &count),
+            (PruneMode::Extractive, _) => prune::extractive(&self.sessions, &self.extractive, chronological, &count),
+            (PruneMode::Llm, Some(llm)) => {
+                match qdp(&self.sessions, &self.query, &self.question_date, llm, chronological, self.max_tokens, abort, &count)
+                    .await
+                {
+                    Ok((pruned, reply)) => {
+                        counters.prune.record(&reply);
+                        spent.add(&reply);
+                        pruned
+                    }
+                    Err(e) => {
+                        counters.prune.errors += 1;
+                        return PlanOutcome { result: Err(e), counters };
+                    }
+                }
+            }
+            (PruneMode::Llm, None) => return PlanOutcome { result: Err(no_llm()), counters },
+        };
+        let mut recall = self.recall;
+        for s in &mut recall.sessions {
+            s.units.truncate(self.options.units_per_session);
+        }
+        recall.context = pruned.context;
+        recall.context_tokens = pruned.tokens;
+        let result =
+            PrunedRecall { recall, prune: self.mode, unpruned_tokens: pruned.unpruned_tokens, kept: pruned.sessions, spent };
+        PlanOutcome { result: Ok(result), counters }
+    }
+}
+
+/// QDP with the user's LLM: the sessions under their dates, the question, and the reply's kept lines rendered in
+/// their original wording. `question_date` is shown as given (e.g. `2023-07-01 10:00 UTC`).
+#[allow(clippy::too_many_arguments)]
+pub async fn qdp(
+    sessions: &[PruneSession],
+    question: &str,
+    question_date: &str,
+    llm: &dyn Llm,
+    chronological: bool,
+    max_tokens: Option<u32>,
+    abort: Option<AbortSignal>,
+    count: &dyn Fn(&str) -> usize,
+) -> Result<(Pruned, Structured<QdpReply>)> {
+    let (full, _) = prune::render(sessions, &prune::all_turns(sessions), chronological);
+    let unpruned_tokens = count(&full);
+    let (qs, order) = prune::qdp_sessions(sessions, chronological);
+    let request = LlmRequest {
+        json_schema: Some(prompts::qdp_schema()),
+        max_tokens,
+        abort,
+        ..LlmRequest::new(prompts::qdp(&qs, question, question_date))
+    };
+    let reply: Structured<QdpReply> = chat_json(llm, &request).await?;
+    let kept = prune::kept_from_reply(sessions, &order, &reply.value);
+    let (context, sessions_kept) = prune::render(sessions, &kept, chronological);
+    let tokens = count(&context);
+    Ok((Pruned { mode: PruneMode::Llm, sessions: sessions_kept, context, tokens, unpruned_tokens }, reply))
+}
+
+/// What the answer reads from the memory: a pruned-recall plan, or a fixed context (distilled recall).
+enum AnswerContext {
+    Pruned(PrunedRecallPlan),
+    Fixed { sessions: Vec<RecalledSession>, context: String, tokens: usize },
+}
+
+/// An answer as read from the memory; [`AnswerPlan::run`] prunes and generates without it.
+pub struct AnswerPlan {
+    question: String,
+    date: String,
+    context: AnswerContext,
+    max_tokens: Option<u32>,
+}
+
+impl AnswerPlan {
+    pub async fn run(self, llm: &dyn Llm, abort: Option<AbortSignal>) -> PlanOutcome<AnswerResult> {
+        let mut counters = LlmCounters::default();
+        let (sessions, kept, context, context_tokens, unpruned_tokens, prune, mut spent) = match self.context {
+            AnswerContext::Pruned(plan) => {
+                let outcome = plan.run(Some(llm), abort.clone()).await;
+                counters = outcome.counters;
+                match outcome.result {
+                    Ok(p) => (
+                        p.recall.sessions,
+                        p.kept,
+                        p.recall.context,
+                        p.recall.context_tokens,
+                        p.unpruned_tokens,
+                        p.prune,
+                        p.spent,
+                    ),
+                    Err(e) => return PlanOutcome { result: Err(e), counters },
+                }
+            }
+            AnswerContext::Fixed { sessions, context, tokens } => {
+                (sessions, Vec::new(), context, tokens, tokens, PruneMode::None, Spent::default())
+            }
+        };
+        let request = LlmRequest {
+            json_schema: Some(prompts::answer_schema()),
+            max_tokens: self.max_tokens,
+            abort,
+            ..LlmRequest::new(prompts::answer(&context, &self.question, &self.date))
+        };
+        let reply: Structured<AnswerReply> = match chat_json(llm, &request).await {
+            Ok(r) => r,
+            Err(e) => {
+                counters.answer.errors += 1;
+                return PlanOutcome { result: Err(e), counters };
+            }
+        };
+        counters.answer.record(&reply);
+        spent.add(&reply);
+        let result = AnswerResult {
+            question: self.question,
+            answer: reply.value.answer.trim().to_string(),
+            sessions,
+            kept,
+            context,
+            context_tokens,
+            unpruned_tokens,
+            prune,
+            spent,
+        };
+        PlanOutcome { result: Ok(result), counters }
+    }
+}
+
+impl PhaseCounters {
+    fn add(&mut self, o: &PhaseCounters) {
+        self.calls += o.calls;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.latency_ms += o.latency_ms;
+        self.errors += o.errors;
+        self.estimated |= o.estimated;
+    }
+}
+
+impl LlmCounters {
+    fn add(&mut self, o: &LlmCounters) {
+        for (a, b) in self.phases_mut().into_iter().zip(o.phases()) {
+            a.add(b);
+        }
+    }
+
+    fn phases(&self) -> [&PhaseCounters; 8] {
+        [
+            &self.prune,
+            &self.answer,
+            &self.segment,
+            &self.narrate,
+            &self.merge,
+            &self.predict,
+            &self.distill,
+            &self.consolidate,
+        ]
+    }
+
+    fn phases_mut(&mut self) -> [&mut PhaseCounters; 8] {
+        [
+            &mut self.prune,
+            &mut self.answer,
+            &mut self.segment,
+            &mut self.narrate,
+            &mut self.merge,
+            &mut self.predict,
+            &mut self.distill,
+            &mut self.consolidate,
+        ]
+    }
+}
+
 impl<S: Store, R: Runtime> Memory<S, R> {
     /// LLM counters since open.
     pub fn llm_counters(&self) -> LlmCounters {
         self.llm_counters
+    }
+
+    /// Adds what an LLM step spent to the counters `stats()` reports.
+    pub fn count_llm(&mut self, spent: &LlmCounters) {
+        self.llm_counters.add(spent);
     }
 
     fn prune_sessions(&self, recalled: &[RecalledSession]) -> Vec<PruneSession> {
@@ -181,6 +406,57 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .collect()
     }
 
+    /// Reads what a pruned recall needs (the recall itself, with every unit).
+    pub async fn plan_pruned_recall(
+        &mut self,
+        query: &str,
+        options: RecallOptions,
+        prune: &PruneOptions,
+        now: TimeMs,
+    ) -> Result<PrunedRecallPlan> {
+        let recall = self.recall(query, RecallOptions { units_per_session: ALL_UNITS, ..options }).await?;
+        let sessions = self.prune_sessions(&recall.sessions);
+        Ok(PrunedRecallPlan {
+            query: query.into(),
+            recall,
+            sessions,
+            options,
+            mode: prune.mode,
+            extractive: prune.extractive,
+            question_date: format_time(prune.question_time.unwrap_or(now)),
+            max_tokens: prune.max_tokens,
+            tokenizer: self.embedder.shared_tokenizer(),
+        })
+    }
+
+    /// Reads what an answer needs: the pruned-recall plan, and the question's date.
+    pub async fn plan_answer(&mut self, question: &str, options: &AnswerOptions, now: TimeMs) -> Result<AnswerPlan> {
+        let plan = self.plan_pruned_recall(question, options.recall, &options.prune, now).await?;
+        Ok(AnswerPlan {
+            question: question.into(),
+            date: format_time(options.prune.question_time.unwrap_or(now)),
+            context: AnswerContext::Pruned(plan),
+            max_tokens: options.max_tokens,
+        })
+    }
+
+    /// Reads what an answer over sessions, episodes and facts needs (its context is not pruned).
+    pub async fn plan_answer_distilled(
+        &mut self,
+        question: &str,
+        sources: DistilledRecallOptions,
+        options: &AnswerOptions,
+        now: TimeMs,
+    ) -> Result<AnswerPlan> {
+        let r = self.recall_distilled(question, sources).await?;
+        Ok(AnswerPlan {
+            question: question.into(),
+            date: format_time(options.prune.question_time.unwrap_or(now)),
+            context: AnswerContext::Fixed { sessions: r.sessions, context: r.context, tokens: r.context_tokens },
+            max_tokens: options.max_tokens,
+        })
+    }
+
     /// Recall, then prune the context: `none`, `extractive` (no LLM) or `llm` (QDP, needs `llm`). `now` dates the
     /// question when `prune.question_time` is not given. LLM failures leave the memory unchanged and are counted.
     pub async fn recall_pruned(
@@ -191,57 +467,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         llm: Option<&dyn Llm>,
         now: TimeMs,
     ) -> Result<PrunedRecall> {
-        if prune.mode == PruneMode::Llm && llm.is_none() {
-            return Err(Error::LlmUnavailable("prune \"llm\" needs an LLM: open the memory with `llm`".into()));
-        }
-        let mut recall = self.recall(query, RecallOptions { units_per_session: ALL_UNITS, ..options }).await?;
-        let sessions = self.prune_sessions(&recall.sessions);
-        let count = |s: &str| self.embedder.tokenizer().encode(s).len();
-        let mut spent = Spent::default();
-        let pruned: Pruned = match (prune.mode, llm) {
-            (PruneMode::None, _) => prune::none(&sessions, options.chronological, &count),
-            (PruneMode::Extractive, _) => {
-                prune::extractive(&sessions, &prune.extractive, options.chronological, &count)
-            }
-            (PruneMode::Llm, Some(llm)) => {
-                let date = format_time(prune.question_time.unwrap_or(now));
-                let result = prune::llm(
-                    &sessions,
-                    query,
-                    &date,
-                    llm,
-                    options.chronological,
-                    prune.max_tokens,
-                    prune.abort.clone(),
-                    &count,
-                )
-                .await;
-                match result {
-                    Ok((pruned, reply)) => {
-                        self.llm_counters.prune.record(&reply);
-                        spent.add(&reply);
-                        pruned
-                    }
-                    Err(e) => {
-                        self.llm_counters.prune.errors += 1;
-                        return Err(e);
-                    }
-                }
-            }
-            (PruneMode::Llm, None) => unreachable!("checked above"),
-        };
-        for s in &mut recall.sessions {
-            s.units.truncate(options.units_per_session);
-        }
-        recall.context = pruned.context;
-        recall.context_tokens = pruned.tokens;
-        Ok(PrunedRecall {
-            recall,
-            prune: prune.mode,
-            unpruned_tokens: pruned.unpruned_tokens,
-            kept: pruned.sessions,
-            spent,
-        })
+        needs_llm(prune, llm)?;
+        let plan = self.plan_pruned_recall(query, options, prune, now).await?;
+        let outcome = plan.run(llm, prune.abort.clone()).await;
+        self.count_llm(&outcome.counters);
+        outcome.result
     }
 
     /// Recall + prune + generate: the answer to `question` from this memory, with the evidence it used and what it
@@ -253,34 +483,80 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         llm: &dyn Llm,
         now: TimeMs,
     ) -> Result<AnswerResult> {
-        let pruned = self.recall_pruned(question, options.recall, &options.prune, Some(llm), now).await?;
-        let date = format_time(options.prune.question_time.unwrap_or(now));
-        let request = LlmRequest {
-            json_schema: Some(prompts::answer_schema()),
-            max_tokens: options.max_tokens,
-            abort: options.prune.abort.clone(),
-            ..LlmRequest::new(prompts::answer(&pruned.recall.context, question, &date))
-        };
-        let reply: Structured<AnswerReply> = match chat_json(llm, &request).await {
-            Ok(r) => r,
-            Err(e) => {
-                self.llm_counters.answer.errors += 1;
-                return Err(e);
-            }
-        };
-        self.llm_counters.answer.record(&reply);
-        let mut spent = pruned.spent;
-        spent.add(&reply);
-        Ok(AnswerResult {
-            question: question.into(),
-            answer: reply.value.answer.trim().to_string(),
-            sessions: pruned.recall.sessions,
-            kept: pruned.kept,
-            context: pruned.recall.context,
-            context_tokens: pruned.recall.context_tokens,
-            unpruned_tokens: pruned.unpruned_tokens,
-            prune: pruned.prune,
-            spent,
-        })
+        let plan = self.plan_answer(question, options, now).await?;
+        let outcome = plan.run(llm, options.prune.abort.clone()).await;
+        self.count_llm(&outcome.counters);
+        outcome.result
     }
+
+    /// `answer` over [`recall_distilled`](Self::recall_distilled)'s context (no pruning).
+    pub async fn answer_distilled(
+        &mut self,
+        question: &str,
+        sources: DistilledRecallOptions,
+        options: &AnswerOptions,
+        llm: &dyn Llm,
+        now: TimeMs,
+    ) -> Result<AnswerResult> {
+        let plan = self.plan_answer_distilled(question, sources, options, now).await?;
+        let outcome = plan.run(llm, options.prune.abort.clone()).await;
+        self.count_llm(&outcome.counters);
+        outcome.result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ScriptedLlm;
+
+    fn words(s: &str) -> usize {
+        s.split_whitespace().count()
+    }
+
+    fn session(id: &str, rank: usize, time: f64, lines: &[&str]) -> PruneSession {
+        let turns = lines
+            .iter()
+            .enumerate()
+            .map(|(n, l)| PruneTurn { id: (rank * 100 + n) as u64, speaker: "A".into(), text: l.to_string(), caption: None })
+            .collect::<Vec<_>>();
+        let units = vec![ScoredUnit { turns: vec![0], score: 0.5 }];
+        PruneSession { id: id.into(), rank, time, date: format!("day {time}"), turns, units }
+    }
+
+    fn two() -> Vec<PruneSession> {
+        vec![
+            session("late", 1, 2.0, &["one two", "three four", "five six", "seven eight", "nine ten", "x y"]),
+            session("early", 2, 1.0, &["a b", "c d", "e f", "g h"]),
+        ]
+    }
+
+    #[test]
+    fn qdp_keeps_the_named_lines_in_their_original_wording() {
+        let sessions = two();
+        let llm =
+            ScriptedLlm::new([
+                Ok("```json\n{\"keep\": [\"1.2\", \"2.5\", \"9.1\", \"x\", \"2.99\"]}\n```".to_string()),
+            ]);
+        let (p, reply) =
+            pollster::block_on(qdp(&sessions, "what?", "2023-07-01", &llm, true, None, None, &words)).unwrap();
+        assert_eq!(reply.calls, 1);
+        // Chronological: label 1 = "early", label 2 = "late".
+        assert_eq!(p.sessions.len(), 2);
+        assert_eq!((p.sessions[0].id.as_str(), p.sessions[0].kept.clone()), ("early", vec![1]));
+        assert_eq!((p.sessions[1].id.as_str(), p.sessions[1].kept.clone()), ("late", vec![4]));
+        assert!(p.context.contains("A: c d") && p.context.contains("A: nine ten"), "{}", p.context);
+        assert!(p.tokens < p.unpruned_tokens);
+        let sent = &llm.requests.borrow()[0];
+        assert!(sent.json_schema.is_some());
+        assert!(sent.messages[1].content.contains("[2.5] A: nine ten"));
+    }
+
+    #[test]
+    fn a_qdp_that_keeps_nothing_gives_an_empty_context() {
+        let llm = ScriptedLlm::new([Ok("{\"keep\": []}".to_string())]);
+        let (p, _) = pollster::block_on(qdp(&two(), "q", "d", &llm, true, None, None, &words)).unwrap();
+        assert!(p.sessions.is_empty() && p.context.is_empty());
+    }
+
 }

@@ -7,16 +7,16 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::{AnswerOptions, AnswerResult, Memory, PhaseCounters, RecallOptions, RecalledSession, Spent};
+use super::{Memory, PhaseCounters, RecallOptions, RecalledSession};
+use rustc_hash::FxHashMap;
+
 use crate::distill::{
     cosine, run_job, DistillConfig, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobInput, JobKind,
-    Phase, Spend,
+    Phase, Spend, TextEmbed,
 };
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::prompts::{self, AnswerReply};
-use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{AbortSignal, Llm, LlmRequest};
+use crate::llm::{AbortSignal, Llm};
 use crate::store::{Store, StoredUnit, WriteBatch};
 use crate::types::{format_time, TimeMs, Turn};
 
@@ -70,6 +70,62 @@ pub struct FlushReport {
     pub jobs_left: usize,
     /// When the next queued job may run; `None` when the queue holds only parked jobs or nothing.
     pub next_try: Option<TimeMs>,
+}
+
+impl FlushReport {
+    pub fn add(&mut self, outcome: &JobOutcome) {
+        match outcome {
+            JobOutcome::Done => self.jobs_run += 1,
+            JobOutcome::Failed => self.failures += 1,
+            JobOutcome::Parked => {
+                self.failures += 1;
+                self.parked += 1;
+            }
+            JobOutcome::Discarded => {}
+        }
+    }
+}
+
+/// A queued job taken out to run without the memory's lock: the job and a copy of what it reads (the distilled
+/// state, the turns it names). Made by [`Memory::begin_job`], committed by [`Memory::finish_job`].
+pub struct JobTicket {
+    pub job: Job,
+    state: DistillState,
+    turns: FxHashMap<u64, Turn>,
+    config: DistillConfig,
+    /// The memory's forget count when the ticket was taken: a forget meanwhile discards the result.
+    epoch: u64,
+    now: TimeMs,
+}
+
+impl JobTicket {
+    /// The job's LLM calls and embeddings; changes nothing. `embed` is the memory's embedder (the page lends it
+    /// for each batch of texts, briefly, under the lock).
+    pub async fn run(
+        &self,
+        llm: &dyn Llm,
+        embed: &mut dyn TextEmbed,
+        abort: Option<AbortSignal>,
+    ) -> (Result<DistillWrite>, Spend) {
+        let mut spend = Spend::default();
+        let input = JobInput { state: &self.state, turns: &self.turns, llm, config: &self.config, now: self.now, abort };
+        let result = run_job(&self.job, &input, embed, &mut spend).await;
+        (result, spend)
+    }
+}
+
+/// What became of one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Its result is committed and it left the queue.
+    Done,
+    /// It failed and waits for its backoff.
+    Failed,
+    /// It failed too often (or was refused) and is parked.
+    Parked,
+    /// The memory changed under it (a forget, or the job was changed meanwhile): nothing was committed; a job
+    /// still queued runs again.
+    Discarded,
 }
 
 /// Which distilled sources a recall combines, and how many of each.
@@ -201,10 +257,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         Ok(())
     }
 
-    /// Runs all queued distillation now: every session's buffer is segmented without holding anything back, then
-    /// jobs run one at a time, in order. A job whose LLM call fails is retried with backoff (`next_try`); the flush
-    /// returns when the queue is empty or its head is waiting — call again at `next_try` (the page does, with a
-    /// timer). A job that keeps failing is parked: kept, visible in `stats()`, skipped until `retry_parked`.
+    /// Runs all queued distillation now: [`queue_last_windows`](Self::queue_last_windows), then every due job in
+    /// order. A job whose LLM call fails is retried with backoff (`next_try`); the flush returns when the queue is
+    /// empty or its head is waiting — call again at `next_try` (the page does, with a timer). A job that keeps
+    /// failing is parked: kept, visible in `stats()`, skipped until `retry_parked`.
     pub async fn flush(
         &mut self,
         llm: &dyn Llm,
@@ -212,6 +268,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         abort: Option<&AbortSignal>,
         progress: &mut dyn FnMut(&DistillProgress),
     ) -> Result<FlushReport> {
+        self.queue_last_windows(now).await?;
+        self.run_jobs(llm, now, abort, progress).await
+    }
+
+    /// What a flush asks first: every session's buffer is segmented without holding anything back.
+    pub async fn queue_last_windows(&mut self, now: TimeMs) -> Result<()> {
         if self.distill_config().is_none() {
             return Err(Error::invalid("distillation is off: open the memory with a `distill` option"));
         }
@@ -233,11 +295,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         if !w.jobs.is_empty() {
             w.meta = Some(meta);
         }
-        self.commit_distill(w).await?;
-        self.run_jobs(llm, now, abort, progress).await
+        self.commit_distill(w).await
     }
 
-    /// Runs the queued jobs that are due at `now`, in order, without queueing new segmentation.
+    /// Runs the queued jobs that are due at `now`, in order, without queueing new segmentation: each one as
+    /// [`begin_job`](Self::begin_job) → [`JobTicket::run`] → [`finish_job`](Self::finish_job), holding `&mut self`
+    /// throughout (native tools; the page goes through [`super::Shared`], which releases the memory while the LLM
+    /// thinks). An `abort` cancels the running job's LLM call (`Err(Aborted)`; the job stays queued as it was).
     pub async fn run_jobs(
         &mut self,
         llm: &dyn Llm,
@@ -245,71 +309,142 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         abort: Option<&AbortSignal>,
         progress: &mut dyn FnMut(&DistillProgress),
     ) -> Result<FlushReport> {
-        self.run_jobs_up_to(usize::MAX, llm, now, abort, progress).await
-    }
-
-    /// [`Memory::run_jobs`], stopping after `max_jobs` attempts: a background runner takes one job per turn so that
-    /// recall and new messages wait for at most one job. An `abort` stops between jobs and cancels the running
-    /// job's LLM call (`Err(Aborted)`; the job stays queued as it was).
-    pub async fn run_jobs_up_to(
-        &mut self,
-        max_jobs: usize,
-        llm: &dyn Llm,
-        now: TimeMs,
-        abort: Option<&AbortSignal>,
-        progress: &mut dyn FnMut(&DistillProgress),
-    ) -> Result<FlushReport> {
-        let Some(config) = self.distill_config() else { return Ok(FlushReport::default()) };
         let mut report = FlushReport::default();
-        while let Some(job) = self.distill.next_job().cloned() {
-            if job.next_try > now || report.jobs_run + report.failures >= max_jobs {
-                break;
-            }
+        while let Some(ticket) = self.begin_job(now) {
             abort.map(AbortSignal::check).transpose()?;
-            let mut spend = Spend::default();
-            let input =
-                JobInput { state: &self.distill, turns: &self.turns, llm, config: &config, now, abort: abort.cloned() };
-            let result = run_job(&job, &input, &mut self.embedder, &mut spend).await;
-            for (phase, calls, usage, latency) in &spend.calls {
-                record(self.phase(*phase), *calls, *usage, *latency);
-            }
-            let ok = match result {
-                Ok(w) => {
-                    self.commit_distill(w).await?;
-                    report.jobs_run += 1;
-                    true
-                }
-                Err(e @ (Error::Aborted | Error::Storage(_) | Error::QuotaExceeded(_) | Error::Closed)) => {
-                    return Err(e)
-                }
-                Err(e) => {
-                    if let Some(p) = spend.failed {
-                        self.phase(p).errors += 1;
-                    }
-                    let mut j = job.clone();
-                    j.attempts += 1;
-                    j.last_error = Some(format!("{}: {e}", e.code()));
-                    // A refused request (bad key, unknown model) will not fix itself: park at once.
-                    j.parked = j.attempts >= config.max_attempts || matches!(e, Error::LlmRejected(_));
-                    j.next_try = now + config.backoff(j.attempts);
-                    report.failures += 1;
-                    report.parked += j.parked as usize;
-                    self.commit_distill(DistillWrite { jobs: vec![j], ..Default::default() }).await?;
-                    false
-                }
-            };
-            progress(&DistillProgress {
-                job: job.work.name(),
-                ok,
-                jobs_left: self.distill.jobs.values().filter(|j| !j.parked).count(),
-                pending_turns: self.distill.meta.pending.len(),
-                episodes: self.distill.episodes.len(),
-                facts: self.distill.active_facts().count(),
-            });
+            let (result, spend) = ticket.run(llm, &mut self.embedder, abort.cloned()).await;
+            let outcome = self.finish_job(&ticket, result, &spend).await?;
+            report.add(&outcome);
+            progress(&self.distill_progress(&ticket, &outcome));
         }
         report.jobs_left = self.distill.jobs.values().filter(|j| !j.parked).count();
         report.next_try = self.distill.next_job().map(|j| j.next_try);
         Ok(report)
+    }
+
+    /// Takes the next due job (in queue order) out to run without the memory: a copy of what it reads. The job
+    /// stays queued until [`finish_job`](Self::finish_job) commits its result, so a crash or a close in between
+    /// loses nothing. `None` when no job is due at `now` (or distillation is off).
+    pub fn begin_job(&self, now: TimeMs) -> Option<JobTicket> {
+        let config = self.distill_config()?;
+        let job = self.distill.next_job().filter(|j| j.next_try <= now)?.clone();
+        let turn_ids: Vec<u64> = match &job.work {
+            JobKind::Segment { session, .. } => self
+                .distill
+                .meta
+                .pending
+                .iter()
+                .copied()
+                .filter(|id| self.turns.get(id).is_some_and(|t| &t.session == session))
+                .collect(),
+            JobKind::Narrate { groups } => groups.iter().flatten().copied().collect(),
+            JobKind::Distill { items } => items.iter().flat_map(|i| i.turn_ids.iter().copied()).collect(),
+        };
+        let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.clone()))).collect();
+        Some(JobTicket { job, state: self.distill.clone(), turns, config, epoch: self.distill_epoch, now })
+    }
+
+    /// Commits what a job produced, against the memory as it is now: LLM use is counted; a job that is no longer
+    /// queued as it was (forgotten, or retried by someone else), or whose world was forgotten meanwhile
+    /// (`forget`, `forgetAll`), is discarded — a forgotten session wins, and a job still queued runs again on what
+    /// is left. Otherwise the result is rebased over what happened meanwhile (new turns buffered, jobs queued)
+    /// and written in one batch with the job's deletion; a failure is recorded with backoff, or parks the job.
+    pub async fn finish_job(
+        &mut self,
+        ticket: &JobTicket,
+        result: Result<DistillWrite>,
+        spend: &Spend,
+    ) -> Result<JobOutcome> {
+        for (phase, calls, usage, latency) in &spend.calls {
+            record(self.phase(*phase), *calls, *usage, *latency);
+        }
+        let current = self.distill.jobs.get(&ticket.job.id);
+        if ticket.epoch != self.distill_epoch || current != Some(&ticket.job) {
+            return Ok(JobOutcome::Discarded);
+        }
+        match result {
+            Ok(w) => match self.rebase(ticket, w) {
+                Some(w) => {
+                    self.commit_distill(w).await?;
+                    Ok(JobOutcome::Done)
+                }
+                None => Ok(JobOutcome::Discarded),
+            },
+            Err(e @ (Error::Aborted | Error::Storage(_) | Error::QuotaExceeded(_) | Error::Closed)) => Err(e),
+            Err(e) => {
+                if let Some(p) = spend.failed {
+                    self.phase(p).errors += 1;
+                }
+                let mut j = ticket.job.clone();
+                j.attempts += 1;
+                j.last_error = Some(format!("{}: {e}", e.code()));
+                // A refused request (bad key, unknown model) will not fix itself: park at once.
+                j.parked = j.attempts >= ticket.config.max_attempts || matches!(e, Error::LlmRejected(_));
+                j.next_try = ticket.now + ticket.config.backoff(j.attempts);
+                let parked = j.parked;
+                self.commit_distill(DistillWrite { jobs: vec![j], ..Default::default() }).await?;
+                Ok(if parked { JobOutcome::Parked } else { JobOutcome::Failed })
+            }
+        }
+    }
+
+    /// A job's write, made against its snapshot, moved onto the current state. Only jobs create episodes and
+    /// facts (one at a time), so their counters carry over; meanwhile `addMessages` and `flush` may have buffered
+    /// turns and queued jobs: the turns the job consumed leave the current buffer, and the jobs it queued get ids
+    /// after those (so the queue keeps its order). Sessions left with a full window and no segmentation queued
+    /// (their turns arrived while this job held the window) get one. `None`: the snapshot is too stale to rebase.
+    fn rebase(&self, ticket: &JobTicket, mut w: DistillWrite) -> Option<DistillWrite> {
+        let snap = &ticket.state.meta;
+        let current = &self.distill.meta;
+        if current.next_episode != snap.next_episode || current.next_fact != snap.next_fact {
+            return None;
+        }
+        let mut meta = current.clone();
+        if let Some(out) = w.meta.take() {
+            let left: HashSet<u64> = out.pending.iter().copied().collect();
+            let consumed: HashSet<u64> = snap.pending.iter().copied().filter(|t| !left.contains(t)).collect();
+            meta.pending.retain(|t| !consumed.contains(t));
+            meta.next_episode = out.next_episode;
+            meta.next_fact = out.next_fact;
+            let shift = current.next_job - snap.next_job;
+            for j in w.jobs.iter_mut().filter(|j| j.id >= snap.next_job) {
+                j.id += shift;
+            }
+            meta.next_job = out.next_job + shift;
+        }
+        if let Some(config) = self.distill_config() {
+            let queued = |session: &str| {
+                w.jobs.iter().chain(self.distill.jobs.values().filter(|j| !w.delete_jobs.contains(&j.id))).any(
+                    |j| matches!(&j.work, JobKind::Segment { session: s, .. } if s == session),
+                )
+            };
+            let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+            for t in meta.pending.iter().filter_map(|id| self.turns.get(id)) {
+                *counts.entry(t.session.as_str()).or_default() += 1;
+            }
+            let due: Vec<String> = counts
+                .into_iter()
+                .filter(|&(s, n)| n >= config.window && !queued(s))
+                .map(|(s, _)| s.to_string())
+                .collect();
+            for session in due {
+                let work = JobKind::Segment { session, last: false };
+                w.jobs.push(crate::distill::pipeline::new_job(&mut meta.next_job, work, ticket.now));
+            }
+        }
+        w.meta = Some(meta);
+        Some(w)
+    }
+
+    pub(super) fn distill_progress(&self, ticket: &JobTicket, outcome: &JobOutcome) -> DistillProgress {
+        DistillProgress {
+            job: ticket.job.work.name(),
+            ok: *outcome == JobOutcome::Done,
+            jobs_left: self.distill.jobs.values().filter(|j| !j.parked).count(),
+            pending_turns: self.distill.meta.pending.len(),
+            episodes: self.distill.episodes.len(),
+            facts: self.distill.active_facts().count(),
+        }
     }
 
     /// Gives parked jobs another chance (e.g. after the user fixed the endpoint).
@@ -382,6 +517,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         if !self.distill.facts.contains_key(&id) {
             return Err(Error::NotFound(format!("fact {id}")));
         }
+        self.distill_epoch += 1;
         self.commit_distill(self.distill.forget_fact(id)).await
     }
 
@@ -390,6 +526,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         if !self.distill.episodes.contains_key(&id) {
             return Err(Error::NotFound(format!("episode {id}")));
         }
+        self.distill_epoch += 1;
         self.commit_distill(self.distill.forget_episode(id)).await
     }
 
@@ -406,6 +543,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             distill: self.distill.forget_turns(&turns),
             ..Default::default()
         };
+        self.distill_epoch += 1;
         self.store.write(batch).await?;
         self.reload().await
     }
@@ -488,43 +626,5 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let context = parts.join("\n\n");
         let context_tokens = self.embedder.tokenizer().encode(&context).len();
         Ok(DistilledRecall { query: query.into(), sessions, episodes, facts, context, context_tokens })
-    }
-
-    /// `answer` over [`recall_distilled`](Self::recall_distilled)'s context (no pruning).
-    pub async fn answer_distilled(
-        &mut self,
-        question: &str,
-        sources: DistilledRecallOptions,
-        options: &AnswerOptions,
-        llm: &dyn Llm,
-        now: TimeMs,
-    ) -> Result<AnswerResult> {
-        let r = self.recall_distilled(question, sources).await?;
-        let date = format_time(options.prune.question_time.unwrap_or(now));
-        let request = LlmRequest {
-            json_schema: Some(prompts::answer_schema()),
-            max_tokens: options.max_tokens,
-            abort: options.prune.abort.clone(),
-            ..LlmRequest::new(prompts::answer(&r.context, question, &date))
-        };
-        let reply: Structured<AnswerReply> = match chat_json(llm, &request).await {
-            Ok(x) => x,
-            Err(e) => {
-                self.llm_counters.answer.errors += 1;
-                return Err(e);
-            }
-        };
-        record(&mut self.llm_counters.answer, reply.calls, reply.usage, reply.latency_ms);
-        Ok(AnswerResult {
-            question: question.into(),
-            answer: reply.value.answer.trim().to_string(),
-            sessions: r.sessions,
-            kept: Vec::new(),
-            context: r.context,
-            context_tokens: r.context_tokens,
-            unpruned_tokens: r.context_tokens,
-            prune: crate::recall::prune::PruneMode::None,
-            spent: Spent { calls: reply.calls, usage: reply.usage, latency_ms: reply.latency_ms },
-        })
     }
 }

@@ -3,12 +3,13 @@
 //! - [`PruneMode::None`]: the top-k sessions as they are.
 //! - [`PruneMode::Extractive`] ([`extractive`], no LLM): keep the best-scoring units and their neighbouring turns
 //!   within a token budget (a share of the unpruned context, and/or an absolute cap).
-//! - [`PruneMode::Llm`] ([`llm`]): Nano-Memory's Query-Driven Pruning (QDP). The top-k sessions under their date
-//!   headers, the question's date and the question go to the user's LLM, which keeps only the relevant lines; the
-//!   kept lines, in their original wording, replace the raw sessions as context. (The model names line ids rather
-//!   than re-typing text; see `llm::prompts`.)
+//! - [`PruneMode::Llm`]: Nano-Memory's Query-Driven Pruning (QDP). The top-k sessions under their date headers, the
+//!   question's date and the question go to the user's LLM, which keeps only the relevant lines; the kept lines, in
+//!   their original wording, replace the raw sessions as context. (The model names line ids rather than re-typing
+//!   text; see `llm::prompts`.) The call itself lives beside `answer` (`memory::answer::qdp`), so that it runs
+//!   without the memory's lock; here are its pure parts: [`qdp_sessions`], [`kept_from_reply`], [`render`].
 //!
-//! Pure functions over [`PruneSession`]s: no storage, no embedding, no JavaScript. Rendering matches
+//! Pure functions over [`PruneSession`]s: no storage, no embedding, no LLM, no JavaScript. Rendering matches
 //! `Memory::render_session` (header `### Session {id} ({date})`, lines `Speaker: text`), with `…` where turns were
 //! left out.
 
@@ -17,9 +18,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::llm::prompts::{self, QdpReply, QdpSession};
-use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{AbortSignal, Llm, LlmRequest};
+use crate::llm::prompts::{QdpReply, QdpSession};
 use crate::types::TimeMs;
 
 /// How recalled sessions are pruned.
@@ -177,7 +176,7 @@ pub fn render(sessions: &[PruneSession], kept: &[Vec<usize>], chronological: boo
     (parts.join("\n\n"), out)
 }
 
-fn all_turns(sessions: &[PruneSession]) -> Vec<Vec<usize>> {
+pub fn all_turns(sessions: &[PruneSession]) -> Vec<Vec<usize>> {
     sessions.iter().map(|s| (0..s.turns.len()).collect()).collect()
 }
 
@@ -275,38 +274,9 @@ pub fn kept_from_reply(sessions: &[PruneSession], order: &[usize], reply: &QdpRe
     kept.into_iter().map(|k| k.into_iter().collect()).collect()
 }
 
-/// QDP with the user's LLM. `question_date` is shown as given (e.g. `2023-07-01 10:00 UTC`).
-#[allow(clippy::too_many_arguments)]
-pub async fn llm(
-    sessions: &[PruneSession],
-    question: &str,
-    question_date: &str,
-    llm: &dyn Llm,
-    chronological: bool,
-    max_tokens: Option<u32>,
-    abort: Option<AbortSignal>,
-    count: &dyn Fn(&str) -> usize,
-) -> Result<(Pruned, Structured<QdpReply>)> {
-    let (full, _) = render(sessions, &all_turns(sessions), chronological);
-    let unpruned_tokens = count(&full);
-    let (qs, order) = qdp_sessions(sessions, chronological);
-    let request = LlmRequest {
-        json_schema: Some(prompts::qdp_schema()),
-        max_tokens,
-        abort,
-        ..LlmRequest::new(prompts::qdp(&qs, question, question_date))
-    };
-    let reply: Structured<QdpReply> = chat_json(llm, &request).await?;
-    let kept = kept_from_reply(sessions, &order, &reply.value);
-    let (context, sessions_kept) = render(sessions, &kept, chronological);
-    let tokens = count(&context);
-    Ok((Pruned { mode: PruneMode::Llm, sessions: sessions_kept, context, tokens, unpruned_tokens }, reply))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ScriptedLlm;
 
     fn words(s: &str) -> usize {
         s.split_whitespace().count()
@@ -398,34 +368,6 @@ mod tests {
             &words,
         );
         assert!(capped.tokens <= 14, "{}", capped.tokens);
-    }
-
-    #[test]
-    fn qdp_keeps_the_named_lines_in_their_original_wording() {
-        let sessions = two();
-        let llm =
-            ScriptedLlm::new([
-                Ok("```json\n{\"keep\": [\"1.2\", \"2.5\", \"9.1\", \"x\", \"2.99\"]}\n```".to_string()),
-            ]);
-        let (p, reply) =
-            pollster::block_on(super::llm(&sessions, "what?", "2023-07-01", &llm, true, None, None, &words)).unwrap();
-        assert_eq!(reply.calls, 1);
-        // Chronological: label 1 = "early", label 2 = "late".
-        assert_eq!(p.sessions.len(), 2);
-        assert_eq!((p.sessions[0].id.as_str(), p.sessions[0].kept.clone()), ("early", vec![1]));
-        assert_eq!((p.sessions[1].id.as_str(), p.sessions[1].kept.clone()), ("late", vec![4]));
-        assert!(p.context.contains("A: c d") && p.context.contains("A: nine ten"), "{}", p.context);
-        assert!(p.tokens < p.unpruned_tokens);
-        let sent = &llm.requests.borrow()[0];
-        assert!(sent.json_schema.is_some());
-        assert!(sent.messages[1].content.contains("[2.5] A: nine ten"));
-    }
-
-    #[test]
-    fn a_qdp_that_keeps_nothing_gives_an_empty_context() {
-        let llm = ScriptedLlm::new([Ok("{\"keep\": []}".to_string())]);
-        let (p, _) = pollster::block_on(super::llm(&two(), "q", "d", &llm, true, None, None, &words)).unwrap();
-        assert!(p.sessions.is_empty() && p.context.is_empty());
     }
 
     #[test]
