@@ -45,6 +45,9 @@ pub enum Error {
     /// The LLM endpoint refused the request (401, 403, 404, 400…); retrying would not help.
     #[error("LLM request rejected: {0}")]
     LlmRejected(String),
+    /// The prompt does not fit the model's context window (the endpoint said so, or loci could not make it fit).
+    #[error("LLM context exceeded: {0}")]
+    LlmContextExceeded(String),
     /// The LLM answered, but not with something usable (malformed response, or invalid JSON after one retry).
     #[error("LLM bad reply: {0}")]
     LlmBadReply(String),
@@ -73,6 +76,7 @@ impl Error {
             Error::LlmUnavailable(_) => "LLM_UNAVAILABLE",
             Error::LlmRateLimited(_) => "LLM_RATE_LIMITED",
             Error::LlmRejected(_) => "LLM_REJECTED",
+            Error::LlmContextExceeded(_) => "LLM_CONTEXT_EXCEEDED",
             Error::LlmBadReply(_) => "LLM_BAD_REPLY",
             Error::Aborted => "ABORTED",
             Error::Timeout(_) => "TIMEOUT",

@@ -11,8 +11,9 @@ mod distill;
 mod shared;
 mod transfer;
 
+pub use crate::llm::PhaseCounters;
 pub use answer::{
-    qdp, AnswerOptions, AnswerPlan, AnswerResult, LlmCounters, PhaseCounters, PlanOutcome, PruneOptions, PrunedRecall,
+    qdp, AnswerOptions, AnswerPlan, AnswerResult, LlmCounters, PlanOutcome, PruneOptions, PrunedRecall,
     PrunedRecallPlan, Spent,
 };
 pub use shared::{JobStep, Shared};

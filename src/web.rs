@@ -9,7 +9,6 @@
 
 use std::rc::Rc;
 
-use futures::lock::Mutex;
 use js_sys::{Function, Promise, Reflect};
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;

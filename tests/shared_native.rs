@@ -36,7 +36,7 @@ impl Llm for GatedLlm {
         self.calls.set(self.calls.get() + 1);
         self.prompts.borrow_mut().push(request.messages.iter().map(|m| m.content.as_str()).collect());
         let text = self.replies.lock().await.next().await.ok_or_else(|| Error::LlmUnavailable("gone".into()))?;
-        Ok(LlmReply { text, usage: Usage { input_tokens: 10, output_tokens: 5, estimated: false }, latency_ms: 1.0 })
+        Ok(LlmReply { text, usage: Usage { input_tokens: 10, output_tokens: 5, estimated: false }, latency_ms: 1.0, truncated: false })
     }
 }
 

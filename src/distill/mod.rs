@@ -52,7 +52,7 @@ pub struct DistillConfig {
     /// First retry delay after a failure; doubles per attempt up to `max_backoff_ms`.
     pub backoff_ms: f64,
     pub max_backoff_ms: f64,
-    /// Output cap per call.
+    /// Output cap per call, over the one each step sets for what it asks (`None`: the step's own).
     pub max_tokens: Option<u32>,
 }
 
@@ -69,7 +69,7 @@ impl Default for DistillConfig {
             max_attempts: 5,
             backoff_ms: 2_000.0,
             max_backoff_ms: 300_000.0,
-            max_tokens: Some(4_000),
+            max_tokens: None,
         }
     }
 }

@@ -12,8 +12,9 @@ use super::model::{DistillItem, DistillState, DistillWrite, Episode, Fact, FactS
 use super::{cosine, segment, DistillConfig, TextEmbed};
 use crate::error::{Error, Result};
 use crate::llm::prompts::distill as p;
-use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, Usage};
+use crate::llm::fit::{cap_text, chat_json_fitted, input_budget, prompt_tokens, Count};
+use crate::llm::structured::Structured;
+use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters};
 use crate::types::{format_time, parse_time, TimeInput, TimeMs, Turn};
 
 /// The LLM steps, for counters.
@@ -31,14 +32,14 @@ pub enum Phase {
 /// LLM use of one job, per phase, including calls of a job that then failed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Spend {
-    pub calls: Vec<(Phase, u32, Usage, f64)>,
+    pub calls: Vec<(Phase, PhaseCounters)>,
     /// The phase whose call failed, if one did.
     pub failed: Option<Phase>,
 }
 
 impl Spend {
     fn add<T>(&mut self, phase: Phase, s: &Structured<T>) {
-        self.calls.push((phase, s.calls, s.usage, s.latency_ms));
+        self.calls.push((phase, PhaseCounters::of(s)));
     }
 }
 
@@ -51,6 +52,8 @@ pub struct JobInput<'a> {
     pub now: TimeMs,
     /// Cancels the job's LLM calls (closing the memory, or the caller's signal).
     pub abort: Option<AbortSignal>,
+    /// Counts tokens, to fit prompts to the LLM's window.
+    pub count: Count<'a>,
 }
 
 /// Runs `job` and returns its whole effect: the job deleted, follow-up jobs queued, records written.
@@ -69,20 +72,24 @@ pub async fn run_job(
     Ok(w)
 }
 
+/// One step's call: the prompt `build(cap)` (quoted texts cut to `cap` characters) sized to the LLM's window,
+/// with an output cap fit for what the step asks (`max_output`, or the user's lower `maxTokens`).
 async fn call<T: DeserializeOwned>(
     phase: Phase,
-    messages: Vec<ChatMessage>,
+    build: &dyn Fn(usize) -> Vec<ChatMessage>,
     schema: JsonSchema,
+    max_output: u32,
     input: &JobInput<'_>,
     spend: &mut Spend,
 ) -> Result<T> {
+    let max_output = input.config.max_tokens.map_or(max_output, |m| m.min(max_output));
     let request = LlmRequest {
         json_schema: Some(schema),
-        max_tokens: input.config.max_tokens,
+        max_tokens: Some(max_output),
         abort: input.abort.clone(),
-        ..LlmRequest::new(messages)
+        ..LlmRequest::new(Vec::new())
     };
-    match chat_json::<T>(input.llm, &request).await {
+    match chat_json_fitted::<T>(input.llm, &request, build, input.count).await {
         Ok(s) => {
             spend.add(phase, &s);
             Ok(s.value)
@@ -103,6 +110,24 @@ pub(crate) fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
     let id = *meta_next;
     *meta_next += 1;
     Job { id, work, attempts: 0, next_try: now, parked: false, last_error: None, created: now }
+}
+
+/// Output caps per step, in tokens: what the reply's JSON needs with room to spare (a small model that rambles
+/// stops here rather than at 4,000 tokens, minutes later).
+fn output_cap(per_item: u32, items: usize) -> u32 {
+    (100 + per_item * items as u32).min(2_048)
+}
+
+/// Lines with their texts cut to `cap` characters (see [`crate::llm::fit`]).
+fn capped(lines: &[p::Line], cap: usize) -> Vec<p::Line> {
+    lines
+        .iter()
+        .map(|l| p::Line {
+            text: cap_text(&l.text, cap).into_owned(),
+            caption: l.caption.as_deref().map(|c| cap_text(c, cap).into_owned()),
+            ..l.clone()
+        })
+        .collect()
 }
 
 fn line(label: String, t: &Turn) -> p::Line {
@@ -135,12 +160,22 @@ async fn segment_job(session: &str, last: bool, input: &JobInput<'_>, spend: &mu
     if mine.is_empty() || (!last && mine.len() < config.window) {
         return Ok(w); // nothing (left) to do: an earlier window took it
     }
-    let (take, final_window) =
+    let (mut take, mut final_window) =
         if last && mine.len() <= config.last_window() { (mine.len(), true) } else { (config.window, false) };
-    let window = &mine[..take];
     let lines: Vec<p::Line> =
-        turns_of(window, input.turns).into_iter().enumerate().map(|(i, t)| line(i.to_string(), t)).collect();
-    let reply: p::SegmentReply = call(Phase::Segment, p::segment(&lines), p::segment_schema(), input, spend).await?;
+        turns_of(&mine[..take], input.turns).into_iter().enumerate().map(|(i, t)| line(i.to_string(), t)).collect();
+    // Fewer turns when the window does not fit the model whole (long messages): at least two; a single turn that
+    // is still too long is cut in the prompt.
+    let segment_cap = |n: usize| output_cap(8, n);
+    let budget = input_budget(input.llm.context_tokens(), segment_cap(take));
+    while take > 2 && prompt_tokens(&p::segment(&lines[..take]), input.count) > budget {
+        take = (take * 3 / 4).max(2);
+        final_window = false;
+    }
+    let (window, lines) = (&mine[..take], &lines[..take]);
+    let build = |cap| p::segment(&capped(lines, cap));
+    let reply: p::SegmentReply =
+        call(Phase::Segment, &build, p::segment_schema(), segment_cap(take), input, spend).await?;
     let plan = segment::plan(&reply.groups, window.len(), final_window).map_err(bad)?;
     let consumed: BTreeSet<u64> = plan.groups.iter().flatten().map(|&i| window[i]).collect();
     meta.pending.retain(|id| !consumed.contains(id));
@@ -187,8 +222,9 @@ async fn narrate_job(
         .enumerate()
         .map(|(g, ts)| ts.iter().enumerate().map(|(n, t)| line(format!("{}.{}", g + 1, n + 1), t)).collect())
         .collect();
-    let reply: p::NarrateReply =
-        call(Phase::Narrate, p::narrate(&prompt_groups), p::narrate_schema(), input, spend).await?;
+    let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
+    let max_output = output_cap(250, prompt_groups.len());
+    let reply: p::NarrateReply = call(Phase::Narrate, &build, p::narrate_schema(), max_output, input, spend).await?;
     let mut episodes = Vec::with_capacity(groups.len());
     for (g, ts) in groups.iter().enumerate() {
         let n = reply
@@ -256,7 +292,23 @@ async fn narrate_job(
                     .collect(),
             })
             .collect();
-        let reply: p::MergeReply = call(Phase::Merge, p::merge(&prompt), p::merge_schema(), input, spend).await?;
+        let build = |cap| {
+            let items: Vec<p::MergeItem> = prompt
+                .iter()
+                .map(|m| p::MergeItem {
+                    narrative: cap_text(&m.narrative, cap).into_owned(),
+                    candidates: m
+                        .candidates
+                        .iter()
+                        .map(|c| p::Candidate { text: cap_text(&c.text, cap).into_owned(), ..c.clone() })
+                        .collect(),
+                    ..m.clone()
+                })
+                .collect();
+            p::merge(&items)
+        };
+        let max_output = output_cap(300, prompt.len());
+        let reply: p::MergeReply = call(Phase::Merge, &build, p::merge_schema(), max_output, input, spend).await?;
         for d in reply.merges {
             if let Some(&i) = d.episode.checked_sub(1).and_then(|k| asking.get(k)) {
                 decisions.entry(i).or_insert(d);
@@ -352,8 +404,19 @@ async fn distill_job(
                 facts: evoked[i].iter().map(|id| state.facts[id].statement.clone()).collect(),
             })
             .collect();
+        let build = |cap| {
+            let items: Vec<p::PredictItem> = prompt
+                .iter()
+                .map(|i| p::PredictItem {
+                    facts: i.facts.iter().map(|f| cap_text(f, cap).into_owned()).collect(),
+                    ..i.clone()
+                })
+                .collect();
+            p::predict(&items)
+        };
+        let max_output = output_cap(200, prompt.len());
         let reply: p::PredictReply =
-            call(Phase::Predict, p::predict(&prompt), p::predict_schema(), input, spend).await?;
+            call(Phase::Predict, &build, p::predict_schema(), max_output, input, spend).await?;
         for pr in reply.predictions {
             if let Some(&i) = pr.episode.checked_sub(1).and_then(|k| predicting.get(k)) {
                 if !pr.prediction.trim().is_empty() {
@@ -373,7 +436,19 @@ async fn distill_job(
             prediction: predictions.get(&i).cloned(),
         })
         .collect();
-    let reply: p::DistillReply = call(Phase::Distill, p::distill(&prompt), p::distill_schema(), input, spend).await?;
+    let build = |cap| {
+        let items: Vec<p::DistillItem> = prompt
+            .iter()
+            .map(|i| p::DistillItem {
+                lines: capped(&i.lines, cap),
+                prediction: i.prediction.as_deref().map(|x| cap_text(x, cap).into_owned()),
+                ..i.clone()
+            })
+            .collect();
+        p::distill(&items)
+    };
+    let max_output = output_cap(400, prompt.len());
+    let reply: p::DistillReply = call(Phase::Distill, &build, p::distill_schema(), max_output, input, spend).await?;
     let mut fresh: Vec<Fact> = Vec::new();
     for f in reply.facts {
         let Some((e, ts)) = f.episode.checked_sub(1).and_then(|k| items.get(k)) else { continue };
@@ -444,8 +519,19 @@ async fn distill_job(
                 candidates: offered[i].iter().map(|id| (format!("F{id}"), state.facts[id].statement.clone())).collect(),
             })
             .collect();
+        let build = |cap| {
+            let items: Vec<p::ConsolidateItem> = prompt
+                .iter()
+                .map(|i| p::ConsolidateItem {
+                    statement: cap_text(&i.statement, cap).into_owned(),
+                    candidates: i.candidates.iter().map(|(l, t)| (l.clone(), cap_text(t, cap).into_owned())).collect(),
+                })
+                .collect();
+            p::consolidate(&items)
+        };
+        let max_output = output_cap(120, prompt.len());
         let reply: p::ConsolidateReply =
-            call(Phase::Consolidate, p::consolidate(&prompt), p::consolidate_schema(), input, spend).await?;
+            call(Phase::Consolidate, &build, p::consolidate_schema(), max_output, input, spend).await?;
         for d in reply.decisions {
             if let Some(&i) = d.fact.checked_sub(1).and_then(|k| asking.get(k)) {
                 decisions.entry(i).or_insert(d);

@@ -131,6 +131,9 @@ impl Llm for CallbackLlm {
                 estimated: true,
             }
         });
-        Ok(LlmReply { text, usage, latency_ms: js_sys::Date::now() - start })
+        // `finishReason: "length"` (the OpenAI field's value) tells that the model stopped at its output cap.
+        let truncated = Reflect::get(&result, &"finishReason".into()).ok().and_then(|v| v.as_string()).as_deref()
+            == Some("length");
+        Ok(LlmReply { text, usage, latency_ms: js_sys::Date::now() - start, truncated })
     }
 }

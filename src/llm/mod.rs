@@ -17,6 +17,7 @@ pub mod callback;
 pub mod fetch;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+pub mod fit;
 pub mod openai;
 pub mod prompts;
 pub mod structured;
@@ -76,6 +77,60 @@ impl Usage {
     }
 }
 
+/// LLM use of one phase (or one step): calls, tokens, latency, and how often replies had to be mended.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseCounters {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Sum of call latencies (retries and backoff included).
+    pub latency_ms: f64,
+    /// Operations of this phase that failed with an LLM error.
+    pub errors: u64,
+    /// Whether any count was estimated because the server reported no usage.
+    pub estimated: bool,
+    /// Replies cut at the output cap (`finish_reason: "length"`), each answered with a corrective retry.
+    pub truncated: u64,
+    /// Prompts sent again smaller because the endpoint said its context was exceeded.
+    pub shrunk: u64,
+    /// Prompts whose quoted texts were cut to fit the model's window.
+    pub cut: u64,
+}
+
+impl PhaseCounters {
+    /// What one structured call spent.
+    pub fn of<T>(s: &structured::Structured<T>) -> Self {
+        PhaseCounters {
+            calls: s.calls as u64,
+            input_tokens: s.usage.input_tokens,
+            output_tokens: s.usage.output_tokens,
+            latency_ms: s.latency_ms,
+            errors: 0,
+            estimated: s.usage.estimated,
+            truncated: s.truncated as u64,
+            shrunk: s.shrunk as u64,
+            cut: s.cut as u64,
+        }
+    }
+
+    pub fn record<T>(&mut self, s: &structured::Structured<T>) {
+        self.add(&Self::of(s));
+    }
+
+    pub fn add(&mut self, o: &PhaseCounters) {
+        self.calls += o.calls;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.latency_ms += o.latency_ms;
+        self.errors += o.errors;
+        self.estimated |= o.estimated;
+        self.truncated += o.truncated;
+        self.shrunk += o.shrunk;
+        self.cut += o.cut;
+    }
+}
+
 /// What one call returned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmReply {
@@ -83,6 +138,8 @@ pub struct LlmReply {
     pub usage: Usage,
     /// Wall time of the call, retries and backoff included, in milliseconds.
     pub latency_ms: f64,
+    /// The model stopped at the output cap (`finish_reason: "length"`): the text is cut short.
+    pub truncated: bool,
 }
 
 /// One call's request.
@@ -117,6 +174,11 @@ pub struct JsonSchema {
 #[async_trait(?Send)]
 pub trait Llm {
     async fn chat(&self, request: &LlmRequest) -> Result<LlmReply>;
+
+    /// The model's context window in tokens (prompt and reply); every prompt is sized against it (see [`fit`]).
+    fn context_tokens(&self) -> usize {
+        fit::DEFAULT_CONTEXT_TOKENS
+    }
 }
 
 /// Cancels LLM calls. Cloned handles share one state; [`AbortSignal::abort`] wakes listeners (the fetch transport
@@ -209,7 +271,7 @@ impl Llm for ScriptedLlm {
             .unwrap_or_else(|| Err(Error::LlmUnavailable("the script has no more replies".into())))?;
         let input: u64 = request.messages.iter().map(|m| estimate_tokens(&m.content, None)).sum();
         let usage = Usage { input_tokens: input, output_tokens: estimate_tokens(&text, None), estimated: true };
-        Ok(LlmReply { text, usage, latency_ms: 1.0 })
+        Ok(LlmReply { text, usage, latency_ms: 1.0, truncated: false })
     }
 }
 

@@ -91,6 +91,8 @@ pub struct OpenAiConfig {
     pub backoff_max_ms: u64,
     /// A `Retry-After` longer than this fails at once with `LLM_RATE_LIMITED` instead of waiting.
     pub max_retry_after_ms: u64,
+    /// The model's context window in tokens; prompts are sized against it ([`super::fit`]).
+    pub context_tokens: usize,
 }
 
 impl OpenAiConfig {
@@ -106,6 +108,7 @@ impl OpenAiConfig {
             backoff_base_ms: 500,
             backoff_max_ms: 20_000,
             max_retry_after_ms: 60_000,
+            context_tokens: super::fit::DEFAULT_CONTEXT_TOKENS,
         }
     }
 
@@ -117,6 +120,9 @@ impl OpenAiConfig {
         }
         if self.model.trim().is_empty() {
             return Err(Error::invalid("`llm.model` is required"));
+        }
+        if self.context_tokens < 512 {
+            return Err(Error::invalid("`llm.contextTokens` must be at least 512"));
         }
         if self.timeout_ms == 0 || self.max_concurrency == 0 {
             return Err(Error::invalid("`llm.timeoutMs` and `llm.maxConcurrency` must be positive"));
@@ -290,9 +296,10 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 }
                 Err(TransportError::Network(e)) => (Error::LlmUnavailable(e), Some(self.backoff_ms(retries))),
                 Ok(resp) if (200..300).contains(&resp.status) => match parse_reply(&resp.body) {
-                    Ok((text, usage)) => {
+                    Ok(Parsed { text, usage, truncated }) => {
                         let usage = usage.unwrap_or_else(|| self.estimate(request, &text));
-                        return Ok(LlmReply { text, usage, latency_ms: self.transport.now_ms() - start });
+                        let latency_ms = self.transport.now_ms() - start;
+                        return Ok(LlmReply { text, usage, latency_ms, truncated });
                     }
                     // A garbled 200 (a proxy cut the body) is transient as far as we can tell.
                     Err(e) => (e, Some(self.backoff_ms(retries))),
@@ -300,6 +307,10 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 Ok(resp) if resp.status == 400 && sent_format && mentions_response_format(&resp.body) => {
                     self.response_format_ok.set(false);
                     continue;
+                }
+                // The prompt is too long for this model: not retried as is (the caller sends it smaller).
+                Ok(resp) if (resp.status == 400 || resp.status == 413) && mentions_context_size(&resp.body) => {
+                    (Error::LlmContextExceeded(describe(&resp)), None)
                 }
                 Ok(resp) if resp.status == 429 => {
                     let err = Error::LlmRateLimited(describe(&resp));
@@ -334,6 +345,10 @@ impl<T: HttpTransport> OpenAiClient<T> {
 
 #[async_trait(?Send)]
 impl<T: HttpTransport> Llm for OpenAiClient<T> {
+    fn context_tokens(&self) -> usize {
+        self.config.context_tokens
+    }
+
     async fn chat(&self, request: &LlmRequest) -> Result<LlmReply> {
         if request.messages.is_empty() {
             return Err(Error::invalid("an LLM request needs at least one message"));
@@ -346,8 +361,17 @@ impl<T: HttpTransport> Llm for OpenAiClient<T> {
     }
 }
 
-/// `(content, usage)` of a chat-completions response body.
-pub fn parse_reply(body: &str) -> Result<(String, Option<Usage>)> {
+/// What a chat-completions response body says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub text: String,
+    pub usage: Option<Usage>,
+    /// `finish_reason: "length"`: the model stopped at the output cap.
+    pub truncated: bool,
+}
+
+/// The content, usage and finish reason of a chat-completions response body.
+pub fn parse_reply(body: &str) -> Result<Parsed> {
     let v: Value = serde_json::from_str(body)
         .map_err(|e| Error::LlmBadReply(format!("the response is not JSON ({e}): {}", snippet(body))))?;
     let content = &v["choices"][0]["message"]["content"];
@@ -364,7 +388,19 @@ pub fn parse_reply(body: &str) -> Result<(String, Option<Usage>)> {
             estimated: false,
         })
     });
-    Ok((text, usage))
+    let truncated = v["choices"][0]["finish_reason"].as_str() == Some("length");
+    Ok(Parsed { text, usage, truncated })
+}
+
+/// An endpoint's "prompt too long" in its many wordings: llama.cpp ("exceeds the available context size",
+/// `exceed_context_size_error`), OpenAI (`context_length_exceeded`, "maximum context length"), vLLM and others
+/// ("context length", "too many tokens", "prompt is too long").
+fn mentions_context_size(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    ["context size", "context_size", "context length", "context_length", "context window", "too many tokens",
+     "prompt is too long", "input is too long"]
+        .iter()
+        .any(|p| b.contains(p))
 }
 
 fn mentions_response_format(body: &str) -> bool {

@@ -16,6 +16,12 @@ pub struct Structured<T> {
     pub calls: u32,
     pub usage: Usage,
     pub latency_ms: f64,
+    /// Replies cut at the output cap (`finish_reason: "length"`), each answered with a corrective retry.
+    pub truncated: u32,
+    /// Times the prompt was sent again smaller because the endpoint said its context was exceeded.
+    pub shrunk: u32,
+    /// Whether quoted texts were cut to fit the model's window.
+    pub cut: bool,
 }
 
 /// The first complete JSON object in `text`: inside a ```` ```json ```` fence if there is one, else the first `{`
@@ -87,14 +93,23 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
     let mut usage = Usage::default();
     let mut latency_ms = 0.0;
     let mut last_error = String::new();
+    let mut truncated = 0;
     for attempt in 1..=2u32 {
         let reply = llm.chat(&request).await?;
         usage.add(reply.usage);
         latency_ms += reply.latency_ms;
+        truncated += reply.truncated as u32;
         match parse_reply::<T>(&reply.text) {
-            Ok(value) => return Ok(Structured { value, calls: attempt, usage, latency_ms }),
+            Ok(value) => {
+                return Ok(Structured { value, calls: attempt, usage, latency_ms, truncated, shrunk: 0, cut: false })
+            }
             Err(e) => {
-                last_error = e;
+                last_error = if reply.truncated {
+                    format!("the reply was cut off at the output limit before the JSON object ended; reply with a \
+                             shorter JSON object ({e})")
+                } else {
+                    e
+                };
                 request.messages.push(ChatMessage::assistant(reply.text));
                 request.messages.push(ChatMessage::user(super::prompts::correction(&last_error)));
             }

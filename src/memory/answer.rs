@@ -9,40 +9,16 @@ use std::rc::Rc;
 use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, RecalledSession};
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::prompts::{self, AnswerReply, QdpReply};
-use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{AbortSignal, Llm, LlmRequest, Usage};
+use crate::llm::fit::{cap_text, chat_json_fitted};
+use crate::llm::prompts::{self, AnswerReply, QdpReply, QdpSession};
+use crate::llm::structured::Structured;
+use crate::llm::{AbortSignal, Llm, LlmRequest, PhaseCounters, Usage};
 use crate::recall::prune::{
     self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
 };
 use crate::store::Store;
 use crate::text::WordPiece;
 use crate::types::{format_time, TimeMs};
-
-/// LLM use of one phase.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PhaseCounters {
-    pub calls: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Sum of call latencies (retries and backoff included).
-    pub latency_ms: f64,
-    /// Operations of this phase that failed with an LLM error.
-    pub errors: u64,
-    /// Whether any count was estimated because the server reported no usage.
-    pub estimated: bool,
-}
-
-impl PhaseCounters {
-    fn record<T>(&mut self, s: &Structured<T>) {
-        self.calls += s.calls as u64;
-        self.input_tokens += s.usage.input_tokens;
-        self.output_tokens += s.usage.output_tokens;
-        self.latency_ms += s.latency_ms;
-        self.estimated |= s.usage.estimated;
-    }
-}
 
 /// LLM use per phase since the memory was opened (kept in RAM; not persisted).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -238,13 +214,19 @@ pub async fn qdp(
     let (full, _) = prune::render(sessions, &prune::all_turns(sessions), chronological);
     let unpruned_tokens = count(&full);
     let (qs, order) = prune::qdp_sessions(sessions, chronological);
-    let request = LlmRequest {
-        json_schema: Some(prompts::qdp_schema()),
-        max_tokens,
-        abort,
-        ..LlmRequest::new(prompts::qdp(&qs, question, question_date))
+    let lines: usize = qs.iter().map(|s| s.lines.len()).sum();
+    // The reply lists line ids (~6 tokens each); a cap fit for that, unless the caller set one.
+    let max_tokens = max_tokens.unwrap_or((64 + 8 * lines as u32).min(1_024));
+    let request =
+        LlmRequest { json_schema: Some(prompts::qdp_schema()), max_tokens: Some(max_tokens), abort, ..LlmRequest::new(vec![]) };
+    let build = |cap| {
+        let capped: Vec<QdpSession> = qs
+            .iter()
+            .map(|s| QdpSession { lines: s.lines.iter().map(|l| cap_text(l, cap).into_owned()).collect(), ..s.clone() })
+            .collect();
+        prompts::qdp(&capped, question, question_date)
     };
-    let reply: Structured<QdpReply> = chat_json(llm, &request).await?;
+    let reply: Structured<QdpReply> = chat_json_fitted(llm, &request, &build, count).await?;
     let kept = prune::kept_from_reply(sessions, &order, &reply.value);
     let (context, sessions_kept) = prune::render(sessions, &kept, chronological);
     let tokens = count(&context);
@@ -263,6 +245,7 @@ pub struct AnswerPlan {
     date: String,
     context: AnswerContext,
     max_tokens: Option<u32>,
+    tokenizer: Rc<WordPiece>,
 }
 
 impl AnswerPlan {
@@ -293,9 +276,12 @@ impl AnswerPlan {
             json_schema: Some(prompts::answer_schema()),
             max_tokens: self.max_tokens,
             abort,
-            ..LlmRequest::new(prompts::answer(&context, &self.question, &self.date))
+            ..LlmRequest::new(vec![])
         };
-        let reply: Structured<AnswerReply> = match chat_json(llm, &request).await {
+        // A context longer than the model's window is cut at its end to fit (it is in time or rank order).
+        let build = |cap| prompts::answer(&cap_text(&context, cap), &self.question, &self.date);
+        let count = |s: &str| self.tokenizer.encode(s).len();
+        let reply: Structured<AnswerReply> = match chat_json_fitted(llm, &request, &build, &count).await {
             Ok(r) => r,
             Err(e) => {
                 counters.answer.errors += 1;
@@ -316,17 +302,6 @@ impl AnswerPlan {
             spent,
         };
         PlanOutcome { result: Ok(result), counters }
-    }
-}
-
-impl PhaseCounters {
-    fn add(&mut self, o: &PhaseCounters) {
-        self.calls += o.calls;
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.latency_ms += o.latency_ms;
-        self.errors += o.errors;
-        self.estimated |= o.estimated;
     }
 }
 
@@ -437,6 +412,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             date: format_time(options.prune.question_time.unwrap_or(now)),
             context: AnswerContext::Pruned(plan),
             max_tokens: options.max_tokens,
+            tokenizer: self.embedder.shared_tokenizer(),
         })
     }
 
@@ -454,6 +430,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             date: format_time(options.prune.question_time.unwrap_or(now)),
             context: AnswerContext::Fixed { sessions: r.sessions, context: r.context, tokens: r.context_tokens },
             max_tokens: options.max_tokens,
+            tokenizer: self.embedder.shared_tokenizer(),
         })
     }
 

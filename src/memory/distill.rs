@@ -96,6 +96,7 @@ pub struct JobTicket {
     /// The memory's forget count when the ticket was taken: a forget meanwhile discards the result.
     epoch: u64,
     now: TimeMs,
+    tokenizer: std::rc::Rc<crate::text::WordPiece>,
 }
 
 impl JobTicket {
@@ -108,7 +109,9 @@ impl JobTicket {
         abort: Option<AbortSignal>,
     ) -> (Result<DistillWrite>, Spend) {
         let mut spend = Spend::default();
-        let input = JobInput { state: &self.state, turns: &self.turns, llm, config: &self.config, now: self.now, abort };
+        let count = |s: &str| self.tokenizer.encode(s).len();
+        let (state, turns, config, now) = (&self.state, &self.turns, &self.config, self.now);
+        let input = JobInput { state, turns, llm, config, now, abort, count: &count };
         let result = run_job(&self.job, &input, embed, &mut spend).await;
         (result, spend)
     }
@@ -174,14 +177,6 @@ pub struct DistilledRecall {
     /// Facts, then episodes (the top ones with their raw turns), then sessions, each with its time.
     pub context: String,
     pub context_tokens: usize,
-}
-
-fn record(c: &mut PhaseCounters, calls: u32, usage: crate::llm::Usage, latency_ms: f64) {
-    c.calls += calls as u64;
-    c.input_tokens += usage.input_tokens;
-    c.output_tokens += usage.output_tokens;
-    c.latency_ms += latency_ms;
-    c.estimated |= usage.estimated;
 }
 
 fn without_vector<T: Clone>(x: &T, clear: impl Fn(&mut T)) -> T {
@@ -341,7 +336,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             JobKind::Distill { items } => items.iter().flat_map(|i| i.turn_ids.iter().copied()).collect(),
         };
         let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.clone()))).collect();
-        Some(JobTicket { job, state: self.distill.clone(), turns, config, epoch: self.distill_epoch, now })
+        let tokenizer = self.embedder.shared_tokenizer();
+        Some(JobTicket { job, state: self.distill.clone(), turns, config, epoch: self.distill_epoch, now, tokenizer })
     }
 
     /// Commits what a job produced, against the memory as it is now: LLM use is counted; a job that is no longer
@@ -355,8 +351,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         result: Result<DistillWrite>,
         spend: &Spend,
     ) -> Result<JobOutcome> {
-        for (phase, calls, usage, latency) in &spend.calls {
-            record(self.phase(*phase), *calls, *usage, *latency);
+        for (phase, spent) in &spend.calls {
+            self.phase(*phase).add(spent);
         }
         let current = self.distill.jobs.get(&ticket.job.id);
         if ticket.epoch != self.distill_epoch || current != Some(&ticket.job) {

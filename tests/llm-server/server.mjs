@@ -6,7 +6,11 @@
 //   POST /v1/chat/completions   (any path ending in /chat/completions) — answers with the next scripted step, or
 //                               in the default mode (below) when the script is empty.
 //   POST /__script              body: [step, …] or {steps: [step, …]} — replaces the queue of steps.
-//   POST /__reset               empties the queue and the log.
+//   POST /__reset               empties the queue and the log, and resets the config.
+//   POST /__config              body: {contextTokens?, latencyMs?} — a model's limits, for every later request:
+//                               contextTokens: a request whose prompt (≈ 4 characters per token, + 4 per message)
+//                               plus its max_tokens exceeds this gets 400 "… exceeds the available context size …"
+//                               (llama.cpp's wording); latencyMs: every answer waits this long (a slow model).
 //   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
 //   GET  /__health              "ok".
 //   GET  /__fixture/locomo/N    {sampleId, conversation, questions} of LoCoMo sample N, read from ../shared/data/locomo (or
@@ -16,6 +20,8 @@
 //   {reply: "text", usage?: {prompt_tokens, completion_tokens} | null}   200 with that message content
 //   {raw: "text"}            the same (for model output that is not JSON: "not json", "{\"trunc"…)
 //   {fenced: {...}}          content = prose + ```json fence around the object + prose
+//   {cut: n}                 the default-mode reply cut after n characters, finish_reason "length" (a model that
+//                            rambled to its token cap)
 //   {status: 429, retryAfter: 1, message?}   an error status (any), with Retry-After when given
 //   {hang: true}             never answers (the client must time out)
 //   {drop: true}             destroys the connection without an HTTP response
@@ -44,6 +50,7 @@ const LOCOMO = process.env.LOCI_LOCOMO ??
 const port = Number(process.argv.slice(2).find((a) => /^[0-9]+$/.test(a)) ?? process.env.PORT ?? 0);
 let queue = [];
 let log = [];
+let config = {};
 const sockets = new Set();
 
 const STOP = new Set(["what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did", "have",
@@ -68,14 +75,18 @@ function send(res, status, body, headers = {}) {
   res.end(text);
 }
 
-function completion(content, request, usage) {
+function promptTokens(request) {
+  return (request.messages ?? []).reduce((n, m) => n + Math.ceil(String(m.content ?? "").length / 4) + 4, 0);
+}
+
+function completion(content, request, usage, finishReason = "stop") {
   const promptChars = (request.messages ?? []).reduce((n, m) => n + String(m.content ?? "").length, 0);
   const body = {
     id: `chatcmpl-test-${log.length}`,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model: request.model ?? "test",
-    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: finishReason }],
   };
   if (usage !== null) {
     body.usage = usage ?? {
@@ -225,9 +236,20 @@ function distillReply(system, memory) {
 }
 
 async function chat(req, res, request) {
+  if (config.latencyMs) await new Promise((r) => setTimeout(r, config.latencyMs));
+  if (config.contextTokens) {
+    const needed = promptTokens(request) + (request.max_tokens ?? 0);
+    if (needed > config.contextTokens) {
+      return send(res, 400, { error: { type: "exceed_context_size_error", message:
+        `the request (${needed} tokens) exceeds the available context size (${config.contextTokens} tokens), try increasing it` } });
+    }
+  }
   let step = queue.shift();
   if (step && step.times > 1) queue.unshift({ ...step, times: step.times - 1 });
   if (step?.delayMs) await new Promise((r) => setTimeout(r, step.delayMs));
+  if (step?.cut !== undefined) {
+    return send(res, 200, completion(defaultReply(request).slice(0, step.cut), request, undefined, "length"));
+  }
   if (!step || (step.rejectResponseFormat && !request.response_format)) {
     return send(res, 200, completion(defaultReply(request), request));
   }
@@ -281,9 +303,14 @@ const server = http.createServer(async (req, res) => {
       const questions = (sample.qa ?? []).map((q) => q.question);
       return send(res, 200, { sampleId: sample.sample_id, conversation: sample.conversation, questions });
     }
+    if (req.method === "POST" && path === "/__config") {
+      config = JSON.parse((await readBody(req)) || "{}");
+      return send(res, 200, { ok: true, config });
+    }
     if (req.method === "POST" && path === "/__reset") {
       queue = [];
       log = [];
+      config = {};
       return send(res, 200, { ok: true });
     }
     if (req.method === "POST" && path === "/__script") {

@@ -1,0 +1,159 @@
+//! Prompts that fit the model. Users bring models with windows of 2k–8k tokens (WebLLM's small models, Chrome's
+//! built-in one, a local llama.cpp), so every prompt loci sends is sized against the LLM's
+//! [`context_tokens`](super::Llm::context_tokens) before it goes out: the texts it quotes (turns, narratives,
+//! facts, a recalled context) are cut, longest first, to the largest length at which the prompt and the reply's
+//! cap fit, with a margin because loci counts with its own WordPiece tokenizer, not the model's. An endpoint that
+//! still answers "context exceeded" (its tokenizer counts more than ours) gets the prompt again at two thirds the
+//! size (as loci counts it). Work shrinks; it never fails for size alone.
+
+use std::borrow::Cow;
+
+use serde::de::DeserializeOwned;
+
+use super::structured::{chat_json, Structured};
+use super::{ChatMessage, Llm, LlmRequest};
+use crate::error::{Error, Result};
+
+/// The window assumed when the user does not give one: llama.cpp's default, and about what small in-browser
+/// models have.
+pub const DEFAULT_CONTEXT_TOKENS: usize = 4096;
+
+/// Shortest a quoted text is cut to before a prompt is declared unable to fit.
+const MIN_CAP: usize = 40;
+
+/// Re-sends after an endpoint's "context exceeded", each at two thirds of the previous budget.
+const SHRINK_RETRIES: u32 = 3;
+
+/// Counts tokens of a text (loci's WordPiece in the product).
+pub type Count<'a> = &'a dyn Fn(&str) -> usize;
+
+/// Tokens a prompt may take in a window of `context_tokens` with `max_output` reserved for the reply: 15% of the
+/// window is kept back for tokenizer differences.
+pub fn input_budget(context_tokens: usize, max_output: u32) -> usize {
+    (context_tokens * 85 / 100).saturating_sub(max_output as usize)
+}
+
+/// A prompt's tokens: its messages' and ~4 per message for the chat template.
+pub fn prompt_tokens(messages: &[ChatMessage], count: Count) -> usize {
+    messages.iter().map(|m| count(&m.content) + 4).sum()
+}
+
+/// `text` cut to at most `cap` characters, marked where it was cut.
+pub fn cap_text(text: &str, cap: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(cap) {
+        None => Cow::Borrowed(text),
+        Some((end, _)) => Cow::Owned(format!("{} […]", text[..end].trim_end())),
+    }
+}
+
+/// The largest cap (characters per quoted text) at which `build(cap)` fits `budget`: `usize::MAX` when the whole
+/// prompt fits, `None` when even [`MIN_CAP`] does not.
+pub fn fit_cap(budget: usize, build: &dyn Fn(usize) -> Vec<ChatMessage>, count: Count) -> Option<usize> {
+    let fits = |cap: usize| prompt_tokens(&build(cap), count) <= budget;
+    if fits(usize::MAX) {
+        return Some(usize::MAX);
+    }
+    if !fits(MIN_CAP) {
+        return None;
+    }
+    // Binary search between MIN_CAP (fits) and the longest text (does not).
+    let longest = build(usize::MAX).iter().map(|m| m.content.chars().count()).max().unwrap_or(MIN_CAP);
+    let (mut lo, mut hi) = (MIN_CAP, longest.max(MIN_CAP + 1));
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
+/// [`chat_json`] for a prompt built at a length cap: sent at the largest cap that fits the LLM's window (less
+/// `request.max_tokens` for the reply), and re-sent smaller when the endpoint says the context is exceeded.
+/// `request.messages` is ignored; `build(usize::MAX)` is the prompt uncut.
+pub async fn chat_json_fitted<T: DeserializeOwned>(
+    llm: &dyn Llm,
+    request: &LlmRequest,
+    build: &dyn Fn(usize) -> Vec<ChatMessage>,
+    count: Count<'_>,
+) -> Result<Structured<T>> {
+    let mut budget = input_budget(llm.context_tokens(), request.max_tokens.unwrap_or(0));
+    let mut shrunk = 0;
+    loop {
+        let cap = fit_cap(budget, build, count).ok_or_else(|| {
+            Error::LlmContextExceeded(format!(
+                "the prompt does not fit the model's {}-token context even with every quoted text cut to \
+                 {MIN_CAP} characters (give the LLM's real `contextTokens`, or a smaller output cap)",
+                llm.context_tokens()
+            ))
+        })?;
+        let attempt = LlmRequest { messages: build(cap), ..request.clone() };
+        match chat_json::<T>(llm, &attempt).await {
+            Err(Error::LlmContextExceeded(_)) if shrunk < SHRINK_RETRIES => {
+                shrunk += 1;
+                budget = prompt_tokens(&attempt.messages, count) * 2 / 3;
+            }
+            Ok(mut s) => {
+                s.shrunk = shrunk;
+                s.cut = cap != usize::MAX;
+                return Ok(s);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ScriptedLlm;
+
+    fn words(s: &str) -> usize {
+        s.split_whitespace().count()
+    }
+
+    fn prompt(texts: &[String], cap: usize) -> Vec<ChatMessage> {
+        let quoted: Vec<String> = texts.iter().map(|t| cap_text(t, cap).into_owned()).collect();
+        vec![ChatMessage::system("Answer in JSON."), ChatMessage::user(quoted.join("\n"))]
+    }
+
+    #[test]
+    fn cuts_the_longest_texts_only_as_far_as_needed() {
+        let long = "word ".repeat(2_000);
+        let texts = vec!["a short line".to_string(), long.clone()];
+        let build = |cap| prompt(&texts, cap);
+        assert_eq!(fit_cap(10_000, &build, &words), Some(usize::MAX), "fits whole");
+        let cap = fit_cap(500, &build, &words).expect("fits when cut");
+        assert!(prompt_tokens(&build(cap), &words) <= 500);
+        assert!(prompt_tokens(&build(cap + 1), &words) > 500, "the largest cap that fits");
+        assert!(build(cap)[1].content.starts_with("a short line\nword word"), "short texts are kept whole");
+        assert!(build(cap)[1].content.ends_with("[…]"));
+        assert_eq!(fit_cap(5, &build, &words), None, "even the shortest cut does not fit");
+        assert_eq!(cap_text("héllo wörld", 3), "hél […]");
+    }
+
+    #[test]
+    fn an_endpoint_that_says_context_exceeded_gets_a_smaller_prompt() {
+        let long = "word ".repeat(3_000);
+        let texts = vec![long];
+        let llm = ScriptedLlm::new([
+            Err(Error::LlmContextExceeded("HTTP 400: exceeds the available context size".into())),
+            Ok(r#"{"ok": true}"#.to_string()),
+        ]);
+        #[derive(serde::Deserialize)]
+        struct Ok_ {
+            ok: bool,
+        }
+        let request = LlmRequest { max_tokens: Some(100), ..LlmRequest::new(vec![]) };
+        let reply: Structured<Ok_> =
+            pollster::block_on(chat_json_fitted(&llm, &request, &|cap| prompt(&texts, cap), &words)).unwrap();
+        assert!(reply.value.ok);
+        assert_eq!((reply.shrunk, reply.cut), (1, true));
+        let sent = llm.requests.borrow();
+        let (first, second) = (prompt_tokens(&sent[0].messages, &words), prompt_tokens(&sent[1].messages, &words));
+        assert!(first <= input_budget(DEFAULT_CONTEXT_TOKENS, 100), "{first}");
+        assert!(second <= first * 2 / 3 + 1, "{second} after {first}");
+    }
+}
