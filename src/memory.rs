@@ -16,11 +16,11 @@ pub use answer::{
     qdp, AnswerOptions, AnswerPlan, AnswerResult, LlmCounters, PlanOutcome, PruneOptions, PrunedRecall,
     PrunedRecallPlan, Spent,
 };
-pub use shared::{JobStep, Shared};
 pub use distill::{
     DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, JobOutcome, JobTicket,
     ParkedJob, Scored,
 };
+pub use shared::{JobStep, Shared};
 pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};

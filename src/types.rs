@@ -115,7 +115,9 @@ impl UnitMode {
 /// Limits applied to incoming messages.
 #[derive(Debug, Clone, Copy)]
 pub struct InputLimits {
-    /// Maximum characters of one message's content (and of its caption).
+    /// Maximum characters of one message's content (and of its caption). Pasting a long document into a chat is
+    /// normal (embedded as overlapping windows, cut in LLM prompts to fit): 200,000 characters, about a
+    /// 60-page report, by default; the cap only stops a runaway paste from filling the store.
     pub max_message_chars: usize,
     /// Maximum messages in one `addMessages` call.
     pub max_batch: usize,
@@ -123,7 +125,7 @@ pub struct InputLimits {
 
 impl Default for InputLimits {
     fn default() -> Self {
-        InputLimits { max_message_chars: 32_000, max_batch: 10_000 }
+        InputLimits { max_message_chars: 200_000, max_batch: 10_000 }
     }
 }
 

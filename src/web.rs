@@ -357,7 +357,7 @@ fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm
     }
     check_keys(
         v,
-        &["baseUrl", "apiKey", "model", "headers", "timeoutMs", "maxConcurrency", "maxRetries"],
+        &["baseUrl", "apiKey", "model", "headers", "timeoutMs", "maxConcurrency", "maxRetries", "contextTokens"],
         "llm options",
     )?;
     #[derive(Deserialize)]
@@ -370,6 +370,7 @@ fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm
         timeout_ms: Option<u64>,
         max_concurrency: Option<usize>,
         max_retries: Option<u32>,
+        context_tokens: Option<usize>,
     }
     let o: LlmOptions = from_js(v.clone(), "llm options")?;
     let mut config = OpenAiConfig::new(o.base_url, o.model);
@@ -383,6 +384,9 @@ fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm
     }
     if let Some(r) = o.max_retries {
         config.max_retries = r;
+    }
+    if let Some(c) = o.context_tokens {
+        config.context_tokens = c;
     }
     let client = OpenAiClient::new(config, FetchTransport::new())?.with_tokenizer(tokenizer.clone());
     Ok(Some(Rc::new(client)))

@@ -7,7 +7,7 @@ export interface OpenOptions {
   llm?: LlmOptions | LlmCallback;
   /** Turns per embedded unit: `"pair"` (default, the papers' setting) or `"single"`. Fixed per database. */
   unitMode?: "pair" | "single";
-  /** Longest accepted message, in characters (default 32,000). */
+  /** Longest accepted message, in characters (default 200,000: a pasted document is a normal message). */
   maxMessageChars?: number;
   /** Without an explicit session, a pause longer than this starts a new session (default 30). */
   sessionGapMinutes?: number;
@@ -75,9 +75,18 @@ export interface LlmOptions {
   maxConcurrency?: number;
   /** Retries on network errors, 429 and 5xx (default 4). */
   maxRetries?: number;
+  /**
+   * The model's context window in tokens, prompt and reply (default 4,096; at least 512). Every prompt loci sends
+   * is sized to fit it: long quoted texts are cut, segmentation takes fewer turns. Give the real value (e.g. 2,048
+   * for a small WebLLM model, 128,000 for gpt-4o-mini) so prompts are neither cut needlessly nor refused.
+   */
+  contextTokens?: number;
 }
 
-/** Any model behind a function: WebLLM, Chrome's built-in AI, an SDK. */
+/**
+ * Any model behind a function: WebLLM, Chrome's built-in AI, an SDK. Its window is `fn.contextTokens` when set
+ * (default 4,096). Return `finishReason: "length"` when the model stopped at `maxTokens`: loci then asks again.
+ */
 export type LlmCallback = (request: {
   messages: { role: "system" | "user" | "assistant"; content: string }[];
   json: boolean;
@@ -85,7 +94,7 @@ export type LlmCallback = (request: {
   temperature?: number;
   schema?: unknown;
   signal?: AbortSignal;
-}) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number } } | string>;
+}) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number }; finishReason?: string } | string>;
 
 export interface ProgressEvent {
   /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself). */
@@ -331,6 +340,14 @@ export interface PhaseCounters {
   latencyMs: number;
   errors: number;
   estimated: boolean;
+  /** Replies cut at the output cap (`finish_reason: "length"`), each retried. */
+  truncated: number;
+  /** Prompts re-sent smaller after the endpoint said its context was exceeded. */
+  shrunk: number;
+  /** Prompts whose quoted texts were cut to fit the model's window. */
+  cut: number;
+  /** LLM pruning that kept nothing of a non-empty context, replaced by extractive pruning. */
+  fallbacks: number;
 }
 
 export interface Stats {
@@ -394,7 +411,7 @@ export interface ImportReport {
 export type LociErrorCode =
   | "INVALID_INPUT" | "MODEL_MISMATCH" | "SCHEMA_MISMATCH" | "EMBEDDER_FAILED" | "ASSET_FAILED" | "STORAGE_FAILED"
   | "QUOTA_EXCEEDED" | "BLOCKED_BY_OTHER_TAB" | "CLOSED" | "NOT_FOUND" | "LLM_UNAVAILABLE" | "LLM_RATE_LIMITED"
-  | "LLM_REJECTED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | string;
+  | "LLM_REJECTED" | "LLM_CONTEXT_EXCEEDED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | string;
 
 export interface LociError extends Error {
   name: "LociError";

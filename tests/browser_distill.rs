@@ -374,8 +374,8 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     let (fourth, msgs) = &conv.sessions[3];
     add(&m, fourth, msgs).await;
     until_requests_exceed(before).await; // the background job is now waiting on the hung call
-    // Meanwhile the chat goes on: no lock is held while the model thinks (a held one would keep these waiting for
-    // the call's 60 s timeout).
+                                         // Meanwhile the chat goes on: no lock is held while the model thinks (a held one would keep these waiting for
+                                         // the call's 60 s timeout).
     let started = js_sys::Date::now();
     let one_more = js(r#"[{"role": "user", "content": "One more thing about the adoption agency."}]"#);
     let added = wait(m.add_messages(one_more, js(&format!(r#"{{"session": "{fourth}"}}"#)))).await;

@@ -36,7 +36,12 @@ impl Llm for GatedLlm {
         self.calls.set(self.calls.get() + 1);
         self.prompts.borrow_mut().push(request.messages.iter().map(|m| m.content.as_str()).collect());
         let text = self.replies.lock().await.next().await.ok_or_else(|| Error::LlmUnavailable("gone".into()))?;
-        Ok(LlmReply { text, usage: Usage { input_tokens: 10, output_tokens: 5, estimated: false }, latency_ms: 1.0, truncated: false })
+        Ok(LlmReply {
+            text,
+            usage: Usage { input_tokens: 10, output_tokens: 5, estimated: false },
+            latency_ms: 1.0,
+            truncated: false,
+        })
     }
 }
 
@@ -72,13 +77,11 @@ fn lines(from: usize, n: usize) -> Vec<loci::types::MessageInput> {
         "Sounds like a great trip.",
     ];
     (from..from + n)
-        .map(|i| {
-            loci::types::MessageInput {
-                speaker: Some(if i % 2 == 0 { "Ana" } else { "Ben" }.into()),
-                content: texts[i % texts.len()].into(),
-                time: Some(loci::types::TimeInput::Millis(T0 + i as f64 * 60_000.0)),
-                ..Default::default()
-            }
+        .map(|i| loci::types::MessageInput {
+            speaker: Some(if i % 2 == 0 { "Ana" } else { "Ben" }.into()),
+            content: texts[i % texts.len()].into(),
+            time: Some(loci::types::TimeInput::Millis(T0 + i as f64 * 60_000.0)),
+            ..Default::default()
         })
         .collect()
 }
@@ -91,7 +94,11 @@ fn spawn<T: 'static>(pool: &LocalPool, f: impl std::future::Future<Output = T> +
     out
 }
 
-fn run_job(pool: &LocalPool, shared: &Shared<MemStore, OnnxRuntime>, llm: &Rc<GatedLlm>) -> Rc<RefCell<Option<Result<JobStep>>>> {
+fn run_job(
+    pool: &LocalPool,
+    shared: &Shared<MemStore, OnnxRuntime>,
+    llm: &Rc<GatedLlm>,
+) -> Rc<RefCell<Option<Result<JobStep>>>> {
     let (shared, llm) = (shared.clone(), llm.clone());
     spawn(pool, async move { shared.run_next_job(&*llm, T0 + 1e9, None, &mut |_| {}).await })
 }
@@ -119,7 +126,8 @@ fn a_job_waiting_on_the_model_leaves_the_memory_free_and_commits_against_what_ha
         Ok::<_, Error>((added, recalled, stats))
     });
     pool.run_until_stalled();
-    let (added, recalled, stats) = meanwhile.borrow_mut().take().expect("addMessages, recall and stats resolved").unwrap();
+    let (added, recalled, stats) =
+        meanwhile.borrow_mut().take().expect("addMessages, recall and stats resolved").unwrap();
     assert_eq!(added.turn_ids.len(), WINDOW);
     assert_eq!(recalled.sessions[0].id, "s1");
     assert_eq!((stats.turns, stats.distill.pending_turns), (2 * WINDOW, 2 * WINDOW));
@@ -202,9 +210,8 @@ fn an_answer_waiting_on_the_model_leaves_the_memory_free_and_counts_what_it_spen
     block_on(async { shared.lock().await?.add_messages(&lines(0, WINDOW), Some("s1"), T0).await }).unwrap();
     let (llm, reply) = gated();
     let (s, l) = (shared.clone(), llm.clone());
-    let answer = spawn(&pool, async move {
-        s.answer("What breed is Pixel?", &AnswerOptions::default(), &*l, T0 + 1e9).await
-    });
+    let answer =
+        spawn(&pool, async move { s.answer("What breed is Pixel?", &AnswerOptions::default(), &*l, T0 + 1e9).await });
     pool.run_until_stalled();
     assert_eq!(llm.calls.get(), 1, "the pruning call is waiting on the model");
 

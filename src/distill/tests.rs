@@ -81,8 +81,15 @@ impl Rig {
     /// Runs the head job with `llm`; applies its write.
     fn step(&mut self, llm: &ScriptedLlm) -> Result<&'static str> {
         let job = self.state.next_job().cloned().expect("a queued job");
-        let input =
-            JobInput { state: &self.state, turns: &self.turns, llm, config: &self.config, now: 5.0, abort: None, count: &|s: &str| s.len() / 4 };
+        let input = JobInput {
+            state: &self.state,
+            turns: &self.turns,
+            llm,
+            config: &self.config,
+            now: 5.0,
+            abort: None,
+            count: &|s: &str| s.len() / 4,
+        };
         let w = block_on(run_job(&job, &input, &mut Bow, &mut Spend::default()))?;
         self.state.apply(&w);
         Ok(job.work.name())

@@ -2,7 +2,8 @@
 //! `async ({ messages, json, maxTokens, temperature, schema, signal }) => ({ text, usage? })` where `usage` is
 //! `{ inputTokens, outputTokens }` (OpenAI's `prompt_tokens` / `completion_tokens` are accepted too); a plain
 //! string return is taken as the text. Missing usage is estimated. A thrown error becomes `LLM_UNAVAILABLE`
-//! (or `ABORTED` when the caller's signal fired).
+//! (or `ABORTED` when the caller's signal fired). The model's window is the function's `contextTokens` property
+//! when it has one (`fn.contextTokens = 2048`), else [`DEFAULT_CONTEXT_TOKENS`].
 
 use std::rc::Rc;
 
@@ -12,6 +13,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
+use super::fit::DEFAULT_CONTEXT_TOKENS;
 use super::{estimate_tokens, Llm, LlmReply, LlmRequest, Role, Usage};
 use crate::error::{Error, Result};
 use crate::text::WordPiece;
@@ -20,6 +22,7 @@ use crate::text::WordPiece;
 pub struct CallbackLlm {
     f: Function,
     tokenizer: Option<Rc<WordPiece>>,
+    context_tokens: usize,
 }
 
 impl std::fmt::Debug for CallbackLlm {
@@ -30,7 +33,12 @@ impl std::fmt::Debug for CallbackLlm {
 
 impl CallbackLlm {
     pub fn new(f: Function) -> Self {
-        CallbackLlm { f, tokenizer: None }
+        let context_tokens = Reflect::get(&f, &"contextTokens".into())
+            .ok()
+            .and_then(|v| v.as_f64())
+            .filter(|n| n.is_finite() && *n >= 512.0)
+            .map_or(DEFAULT_CONTEXT_TOKENS, |n| n as usize);
+        CallbackLlm { f, tokenizer: None, context_tokens }
     }
 
     /// Estimate missing usage with this tokenizer instead of characters / 4.
@@ -58,6 +66,10 @@ fn number(obj: &JsValue, keys: &[&str]) -> Option<u64> {
 
 #[async_trait(?Send)]
 impl Llm for CallbackLlm {
+    fn context_tokens(&self) -> usize {
+        self.context_tokens
+    }
+
     async fn chat(&self, request: &LlmRequest) -> Result<LlmReply> {
         if let Some(a) = &request.abort {
             a.check()?;
@@ -132,8 +144,8 @@ impl Llm for CallbackLlm {
             }
         });
         // `finishReason: "length"` (the OpenAI field's value) tells that the model stopped at its output cap.
-        let truncated = Reflect::get(&result, &"finishReason".into()).ok().and_then(|v| v.as_string()).as_deref()
-            == Some("length");
+        let truncated =
+            Reflect::get(&ret, &"finishReason".into()).ok().and_then(|v| v.as_string()).as_deref() == Some("length");
         Ok(LlmReply { text, usage, latency_ms: js_sys::Date::now() - start, truncated })
     }
 }

@@ -3,8 +3,8 @@
 //! [`context_tokens`](super::Llm::context_tokens) before it goes out: the texts it quotes (turns, narratives,
 //! facts, a recalled context) are cut, longest first, to the largest length at which the prompt and the reply's
 //! cap fit, with a margin because loci counts with its own WordPiece tokenizer, not the model's. An endpoint that
-//! still answers "context exceeded" (its tokenizer counts more than ours) gets the prompt again at two thirds the
-//! size (as loci counts it). Work shrinks; it never fails for size alone.
+//! still answers "context exceeded" (its tokenizer counts more than ours, or its window is smaller than the one
+//! loci was told) gets the prompt again at half the size (as loci counts it). Work shrinks; it never fails for size alone.
 
 use std::borrow::Cow;
 
@@ -21,8 +21,9 @@ pub const DEFAULT_CONTEXT_TOKENS: usize = 4096;
 /// Shortest a quoted text is cut to before a prompt is declared unable to fit.
 const MIN_CAP: usize = 40;
 
-/// Re-sends after an endpoint's "context exceeded", each at two thirds of the previous budget.
-const SHRINK_RETRIES: u32 = 3;
+/// Re-sends after an endpoint's "context exceeded", each at half the previous size (a window claimed 8× too large
+/// still gets through).
+const SHRINK_RETRIES: u32 = 4;
 
 /// Counts tokens of a text (loci's WordPiece in the product).
 pub type Count<'a> = &'a dyn Fn(&str) -> usize;
@@ -71,7 +72,7 @@ pub fn fit_cap(budget: usize, build: &dyn Fn(usize) -> Vec<ChatMessage>, count: 
 }
 
 /// [`chat_json`] for a prompt built at a length cap: sent at the largest cap that fits the LLM's window (less
-/// `request.max_tokens` for the reply), and re-sent smaller when the endpoint says the context is exceeded.
+/// `request.max_tokens` for the reply), and re-sent at half the size when the endpoint says the context is exceeded.
 /// `request.messages` is ignored; `build(usize::MAX)` is the prompt uncut.
 pub async fn chat_json_fitted<T: DeserializeOwned>(
     llm: &dyn Llm,
@@ -79,7 +80,10 @@ pub async fn chat_json_fitted<T: DeserializeOwned>(
     build: &dyn Fn(usize) -> Vec<ChatMessage>,
     count: Count<'_>,
 ) -> Result<Structured<T>> {
-    let mut budget = input_budget(llm.context_tokens(), request.max_tokens.unwrap_or(0));
+    // The reply may take at most a quarter of the window: the prompt needs the rest.
+    let max_tokens = request.max_tokens.map(|m| m.min((llm.context_tokens() / 4) as u32));
+    let request = &LlmRequest { max_tokens, ..request.clone() };
+    let mut budget = input_budget(llm.context_tokens(), max_tokens.unwrap_or(0));
     let mut shrunk = 0;
     loop {
         let cap = fit_cap(budget, build, count).ok_or_else(|| {
@@ -93,7 +97,7 @@ pub async fn chat_json_fitted<T: DeserializeOwned>(
         match chat_json::<T>(llm, &attempt).await {
             Err(Error::LlmContextExceeded(_)) if shrunk < SHRINK_RETRIES => {
                 shrunk += 1;
-                budget = prompt_tokens(&attempt.messages, count) * 2 / 3;
+                budget = prompt_tokens(&attempt.messages, count) / 2;
             }
             Ok(mut s) => {
                 s.shrunk = shrunk;
@@ -154,6 +158,6 @@ mod tests {
         let sent = llm.requests.borrow();
         let (first, second) = (prompt_tokens(&sent[0].messages, &words), prompt_tokens(&sent[1].messages, &words));
         assert!(first <= input_budget(DEFAULT_CONTEXT_TOKENS, 100), "{first}");
-        assert!(second <= first * 2 / 3 + 1, "{second} after {first}");
+        assert!(second <= first / 2 + 1, "{second} after {first}");
     }
 }

@@ -15,9 +15,9 @@
 pub mod callback;
 #[cfg(target_arch = "wasm32")]
 pub mod fetch;
+pub mod fit;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
-pub mod fit;
 pub mod openai;
 pub mod prompts;
 pub mod structured;
@@ -96,6 +96,9 @@ pub struct PhaseCounters {
     pub shrunk: u64,
     /// Prompts whose quoted texts were cut to fit the model's window.
     pub cut: u64,
+    /// Replies that could not be used as they were and were replaced (LLM pruning that kept nothing of a
+    /// non-empty context falls back to extractive pruning).
+    pub fallbacks: u64,
 }
 
 impl PhaseCounters {
@@ -111,6 +114,7 @@ impl PhaseCounters {
             truncated: s.truncated as u64,
             shrunk: s.shrunk as u64,
             cut: s.cut as u64,
+            fallbacks: 0,
         }
     }
 
@@ -128,6 +132,7 @@ impl PhaseCounters {
         self.truncated += o.truncated;
         self.shrunk += o.shrunk;
         self.cut += o.cut;
+        self.fallbacks += o.fallbacks;
     }
 }
 

@@ -397,10 +397,18 @@ pub fn parse_reply(body: &str) -> Result<Parsed> {
 /// ("context length", "too many tokens", "prompt is too long").
 fn mentions_context_size(body: &str) -> bool {
     let b = body.to_ascii_lowercase();
-    ["context size", "context_size", "context length", "context_length", "context window", "too many tokens",
-     "prompt is too long", "input is too long"]
-        .iter()
-        .any(|p| b.contains(p))
+    [
+        "context size",
+        "context_size",
+        "context length",
+        "context_length",
+        "context window",
+        "too many tokens",
+        "prompt is too long",
+        "input is too long",
+    ]
+    .iter()
+    .any(|p| b.contains(p))
 }
 
 fn mentions_response_format(body: &str) -> bool {

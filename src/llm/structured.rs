@@ -105,8 +105,10 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
             }
             Err(e) => {
                 last_error = if reply.truncated {
-                    format!("the reply was cut off at the output limit before the JSON object ended; reply with a \
-                             shorter JSON object ({e})")
+                    format!(
+                        "the reply was cut off at the output limit before the JSON object ended; reply with a \
+                             shorter JSON object ({e})"
+                    )
                 } else {
                     e
                 };

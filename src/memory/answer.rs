@@ -170,13 +170,29 @@ impl PrunedRecallPlan {
             (PruneMode::None, _) => prune::none(&self.sessions, chronological, &count),
             (PruneMode::Extractive, _) => prune::extractive(&self.sessions, &self.extractive, chronological, &count),
             (PruneMode::Llm, Some(llm)) => {
-                match qdp(&self.sessions, &self.query, &self.question_date, llm, chronological, self.max_tokens, abort, &count)
-                    .await
+                match qdp(
+                    &self.sessions,
+                    &self.query,
+                    &self.question_date,
+                    llm,
+                    chronological,
+                    self.max_tokens,
+                    abort,
+                    &count,
+                )
+                .await
                 {
                     Ok((pruned, reply)) => {
                         counters.prune.record(&reply);
                         spent.add(&reply);
-                        pruned
+                        if pruned.sessions.is_empty() && !self.sessions.is_empty() {
+                            // A small model that keeps nothing (or only ids that do not exist) would leave the
+                            // answer without evidence: keep the best-scoring turns instead, and count it.
+                            counters.prune.fallbacks += 1;
+                            prune::extractive(&self.sessions, &self.extractive, chronological, &count)
+                        } else {
+                            pruned
+                        }
                     }
                     Err(e) => {
                         counters.prune.errors += 1;
@@ -192,8 +208,13 @@ impl PrunedRecallPlan {
         }
         recall.context = pruned.context;
         recall.context_tokens = pruned.tokens;
-        let result =
-            PrunedRecall { recall, prune: self.mode, unpruned_tokens: pruned.unpruned_tokens, kept: pruned.sessions, spent };
+        let result = PrunedRecall {
+            recall,
+            prune: pruned.mode,
+            unpruned_tokens: pruned.unpruned_tokens,
+            kept: pruned.sessions,
+            spent,
+        };
         PlanOutcome { result: Ok(result), counters }
     }
 }
@@ -217,8 +238,12 @@ pub async fn qdp(
     let lines: usize = qs.iter().map(|s| s.lines.len()).sum();
     // The reply lists line ids (~6 tokens each); a cap fit for that, unless the caller set one.
     let max_tokens = max_tokens.unwrap_or((64 + 8 * lines as u32).min(1_024));
-    let request =
-        LlmRequest { json_schema: Some(prompts::qdp_schema()), max_tokens: Some(max_tokens), abort, ..LlmRequest::new(vec![]) };
+    let request = LlmRequest {
+        json_schema: Some(prompts::qdp_schema()),
+        max_tokens: Some(max_tokens),
+        abort,
+        ..LlmRequest::new(vec![])
+    };
     let build = |cap| {
         let capped: Vec<QdpSession> = qs
             .iter()
@@ -495,7 +520,12 @@ mod tests {
         let turns = lines
             .iter()
             .enumerate()
-            .map(|(n, l)| PruneTurn { id: (rank * 100 + n) as u64, speaker: "A".into(), text: l.to_string(), caption: None })
+            .map(|(n, l)| PruneTurn {
+                id: (rank * 100 + n) as u64,
+                speaker: "A".into(),
+                text: l.to_string(),
+                caption: None,
+            })
             .collect::<Vec<_>>();
         let units = vec![ScoredUnit { turns: vec![0], score: 0.5 }];
         PruneSession { id: id.into(), rank, time, date: format!("day {time}"), turns, units }
@@ -535,5 +565,4 @@ mod tests {
         let (p, _) = pollster::block_on(qdp(&two(), "q", "d", &llm, true, None, None, &words)).unwrap();
         assert!(p.sessions.is_empty() && p.context.is_empty());
     }
-
 }

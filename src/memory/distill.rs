@@ -410,9 +410,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
         if let Some(config) = self.distill_config() {
             let queued = |session: &str| {
-                w.jobs.iter().chain(self.distill.jobs.values().filter(|j| !w.delete_jobs.contains(&j.id))).any(
-                    |j| matches!(&j.work, JobKind::Segment { session: s, .. } if s == session),
-                )
+                w.jobs
+                    .iter()
+                    .chain(self.distill.jobs.values().filter(|j| !w.delete_jobs.contains(&j.id)))
+                    .any(|j| matches!(&j.work, JobKind::Segment { session: s, .. } if s == session))
             };
             let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
             for t in meta.pending.iter().filter_map(|id| self.turns.get(id)) {

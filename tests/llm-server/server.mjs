@@ -101,7 +101,9 @@ function completion(content, request, usage, finishReason = "stop") {
 function defaultReply(request) {
   const messages = request.messages ?? [];
   const system = messages.filter((m) => m.role === "system").map((m) => m.content).join("\n");
-  const user = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
+  // The prompt's user message (a corrective retry appends another user message after the first reply).
+  const users = messages.filter((m) => m.role === "user").map((m) => m.content);
+  const user = users.find((u) => u.includes("<memory>")) ?? users[users.length - 1] ?? "";
   const memory = (user.match(/<memory>\n?([\s\S]*?)\n?<\/memory>/) ?? [])[1] ?? "";
   const question = (user.match(/^Question:\s*(.*)$/m) ?? [])[1] ?? "";
   const qWords = new Set(words(question));

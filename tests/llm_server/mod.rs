@@ -47,7 +47,12 @@ impl LlmServer {
         ureq::post(&format!("{}/__script", self.origin())).send(steps.to_string()).expect("script");
     }
 
-    /// Empties the script and the log.
+    /// A model's limits for every later request: `{contextTokens?, latencyMs?}`.
+    pub fn config(&self, config: Value) {
+        ureq::post(&format!("{}/__config", self.origin())).send(config.to_string()).expect("config");
+    }
+
+    /// Empties the script and the log (and the config).
     pub fn reset(&self) {
         ureq::post(&format!("{}/__reset", self.origin())).send("").expect("reset");
     }

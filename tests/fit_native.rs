@@ -1,0 +1,129 @@
+//! Every prompt fits the model: a memory whose chat holds a pasted 40,000-character document is distilled and
+//! answered through the scripted server set to a 2,048-token context (it answers 400 "exceeds the available context
+//! size", as llama.cpp does, to anything longer). With the window told to loci, nothing is ever refused; with a
+//! larger window claimed than the server has, the refusals are recognised and the prompts re-sent smaller — never
+//! parked as bad jobs. A reply cut at the output cap (`finish_reason: "length"`) is retried and counted.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+mod llm_server;
+
+use llm_server::LlmServer;
+use loci::distill::DistillConfig;
+use loci::embed::OnnxRuntime;
+use loci::llm::native::UreqTransport;
+use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use loci::memory::{AnswerOptions, Memory, MemoryConfig};
+use loci::store::MemStore;
+use loci::types::{MessageInput, TimeInput};
+use pollster::block_on;
+use serde_json::{json, Value};
+
+const CONTEXT: usize = 2048;
+const T0: f64 = 1_683_554_160_000.0;
+
+fn client(server: &LlmServer, context_tokens: usize) -> OpenAiClient<UreqTransport> {
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.timeout_ms = 10_000;
+    config.backoff_base_ms = 5;
+    config.context_tokens = context_tokens;
+    OpenAiClient::new(config, UreqTransport::new()).unwrap()
+}
+
+/// A chat about a trip, with a pasted document of 40,000 characters in the middle.
+fn chat() -> Vec<MessageInput> {
+    let document = "The itinerary: day one, the ferry to the island and a walk to the lighthouse. ".repeat(520);
+    assert!(document.len() >= 40_000);
+    let texts = [
+        "We are planning a trip to the island in June.".to_string(),
+        "Nice! Do you have an itinerary yet?".to_string(),
+        format!("Here it is, pasted from the travel agency: {document}"),
+        "That is a long plan. The lighthouse walk sounds great.".to_string(),
+        "Yes, my sister Maria booked the ferry tickets yesterday.".to_string(),
+        "Remember to pack a rain jacket for the island.".to_string(),
+    ];
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| MessageInput {
+            speaker: Some(if i % 2 == 0 { "Ana" } else { "Ben" }.into()),
+            content: t.clone(),
+            time: Some(TimeInput::Millis(T0 + i as f64 * 60_000.0)),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn open(distill: bool) -> Memory<MemStore, OnnxRuntime> {
+    let config = MemoryConfig { distill: distill.then(DistillConfig::default), ..Default::default() };
+    block_on(Memory::open(MemStore::new(), common::embedder(config.embed), config)).expect("open")
+}
+
+fn prompt_tokens(request: &Value) -> usize {
+    request["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().len().div_ceil(4) + 4)
+        .sum::<usize>()
+        + request["body"]["max_tokens"].as_u64().unwrap_or(0) as usize
+}
+
+fn distill_everything(server: &LlmServer, claimed_context: usize) -> Memory<MemStore, OnnxRuntime> {
+    let llm = client(server, claimed_context);
+    let mut m = open(true);
+    block_on(m.add_messages(&chat(), Some("trip"), T0)).expect("a 40,000-character message is a normal message");
+    let report = block_on(m.flush(&llm, T0 + 1e6, None, &mut |_| {})).expect("flush");
+    let errors: Vec<_> = m.distilled().jobs.values().filter_map(|j| j.last_error.clone()).collect();
+    assert_eq!((report.failures, report.parked, report.jobs_left), (0, 0, 0), "{report:?} {errors:?}");
+    m
+}
+
+#[test]
+fn distillation_fits_a_small_window_told_or_not() {
+    let server = LlmServer::start();
+    server.config(json!({ "contextTokens": CONTEXT }));
+
+    let m = distill_everything(&server, CONTEXT);
+    let log = server.log();
+    let biggest = log.iter().map(prompt_tokens).max().unwrap();
+    assert!(biggest <= CONTEXT, "a request of {biggest} tokens was sent to a {CONTEXT}-token model");
+    let stats = m.stats();
+    assert!(stats.llm.segment.cut + stats.llm.narrate.cut + stats.llm.distill.cut >= 1, "the document was cut to fit");
+    assert_eq!(stats.llm.narrate.shrunk + stats.llm.segment.shrunk + stats.llm.distill.shrunk, 0, "nothing refused");
+    let covered: usize = m.episodes().iter().map(|e| e.turn_ids.len()).sum();
+    assert_eq!(covered, chat().len(), "every turn, the document's too, is in an episode");
+    assert!(!m.facts(false).is_empty());
+
+    // A window claimed larger than the model has: the refusals come back as context errors and are re-sent smaller.
+    server.reset();
+    server.config(json!({ "contextTokens": CONTEXT }));
+    let m = distill_everything(&server, 4 * CONTEXT);
+    let log = server.log();
+    let refused = log.iter().filter(|r| prompt_tokens(r) > CONTEXT).count();
+    assert!(refused >= 1, "the test must exercise a refusal");
+    let l = m.stats().llm;
+    assert_eq!(
+        l.segment.shrunk + l.narrate.shrunk + l.distill.shrunk + l.merge.shrunk + l.consolidate.shrunk,
+        refused as u64
+    );
+    assert_eq!(l.segment.errors + l.narrate.errors + l.distill.errors, 0, "no job failed for the size of its prompt");
+}
+
+#[test]
+fn answers_fit_and_a_reply_cut_at_the_cap_is_retried_and_counted() {
+    let server = LlmServer::start();
+    server.config(json!({ "contextTokens": CONTEXT }));
+    let llm = client(&server, CONTEXT);
+    let mut m = open(false);
+    block_on(m.add_messages(&chat(), Some("trip"), T0)).unwrap();
+    // The first call (pruning) rambles to its cap; the retry answers.
+    server.script(json!([{ "cut": 8 }]));
+    let a =
+        block_on(m.answer("Who booked the ferry tickets?", &AnswerOptions::default(), &llm, T0 + 1e6)).expect("answer");
+    assert!(server.log().iter().all(|r| prompt_tokens(r) <= CONTEXT));
+    assert!(a.context.contains("Maria booked the ferry"), "context: {}", &a.context[..a.context.len().min(600)]);
+    let l = m.stats().llm;
+    assert_eq!((l.prune.truncated, l.prune.calls, l.answer.calls), (1, 2, 1), "{l:?}");
+    assert!(l.prune.cut >= 1, "the pruning prompt quoted the document cut");
+}
