@@ -114,8 +114,10 @@ pub fn qdp(sessions: &[QdpSession], question: &str, question_date: &str) -> Vec<
 pub fn answer(context: &str, question: &str, question_date: &str) -> Vec<ChatMessage> {
     let system = format!(
         "You answer questions about past conversations using only the memory you are given. {DATA_RULE}\n\
-         Answer in a few words. Use the session dates to turn relative times (\"yesterday\", \"last year\") into \
-         dates. If the memory does not contain the answer, answer \"I don't know\".\n\
+         Answer in a few words. Each session is headed by the date it took place. When the answer is a time, \
+         give a date, never a relative time: resolve \"yesterday\", \"last week\", \"last year\" against the date \
+         of the session where it was said (\"yesterday\" in a session of 8 May 2023 is 7 May 2023). If the memory \
+         does not contain the answer, answer \"I don't know\".\n\
          Reply with only a JSON object: {{\"answer\": \"<answer>\"}}."
     );
     let user = format!("{}\n\nQuestion date: {question_date}\nQuestion: {}", fence(context), one_line(question));

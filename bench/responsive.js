@@ -1,0 +1,70 @@
+// The chat while distillation thinks: addMessages and recall on a memory whose background jobs wait on a slow LLM
+// (the scripted server answering each call after a few seconds), against the same calls on an idle memory, in the
+// same page and alternating call by call so that both see the same machine. Both memories are opened with
+// `distill`; the idle one has no LLM, so its jobs only queue.
+import init, { Memory } from "/pkg/loci.js";
+import { chatTurns, questions } from "./turns.mjs";
+
+const embedder = { device: "wasm", modelUrl: "/www/assets/model/model.onnx",
+  tokenizerUrl: "/www/assets/model/tokenizer.json", ortUrl: "/www/assets/ort/" };
+
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+const summary = (xs) => ({ p50: quantile(xs, 0.5), p95: quantile(xs, 0.95), n: xs.length });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function timed(f) {
+  const t = performance.now();
+  await f();
+  return performance.now() - t;
+}
+
+window.responsive = async ({ llmUrl, rounds, window: w, historyTurns, pauseMs }) => {
+  await init();
+  for (const name of ["responsive-idle", "responsive-busy"]) await Memory.deleteDatabase(name);
+  const idle = await Memory.open({ name: "responsive-idle", embedder, distill: { window: w } });
+  const distillErrors = [];
+  let jobsReported = 0;
+  const busy = await Memory.open({
+    name: "responsive-busy", embedder, distill: { window: w },
+    llm: { baseUrl: llmUrl, model: "scripted", timeoutMs: 120_000 },
+    onProgress: (e) => {
+      if (e.phase !== "distill") return;
+      if (e.error) distillErrors.push(e.error.code); else jobsReported++;
+    },
+  });
+  // A history both memories share, in sessions of 20 turns; on the busy one it queues distillation at once.
+  const history = chatTurns(historyTurns, 3);
+  for (let i = 0; i < history.length; i += 20) {
+    const session = { session: `h${i / 20}` };
+    await idle.addMessages(history.slice(i, i + 20), session);
+    await busy.addMessages(history.slice(i, i + 20), session);
+  }
+  await sleep(500); // the background runner is now waiting on its first LLM call
+  const live = chatTurns(rounds * 2, 5);
+  const qs = questions(rounds, 13);
+  const t = { add: { idle: [], busy: [] }, recall: { idle: [], busy: [] } };
+  let busyRounds = 0;
+  for (let i = 0; i < rounds; i++) {
+    const pair = live.slice(2 * i, 2 * i + 2);
+    const order = i % 2 ? [["idle", idle], ["busy", busy]] : [["busy", busy], ["idle", idle]];
+    for (const [kind, m] of order) t.add[kind].push(await timed(() => m.addMessages(pair, { session: "live" })));
+    for (const [kind, m] of order) t.recall[kind].push(await timed(() => m.recall(qs[i], { k: 3 })));
+    if ((await busy.stats()).distill.jobs > 0) busyRounds++;
+    await sleep(pauseMs); // a user types between messages
+  }
+  const stats = await busy.stats();
+  const llm = stats.llm;
+  const llmCalls = ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
+    .reduce((n, p) => n + llm[p].calls, 0);
+  await idle.close();
+  await busy.close();
+  return {
+    add: { idle: summary(t.add.idle), busy: summary(t.add.busy) },
+    recall: { idle: summary(t.recall.idle), busy: summary(t.recall.busy) },
+    busyRounds, rounds, llmCalls, jobsReported, distillErrors,
+    episodes: stats.distill.episodes, facts: stats.distill.factsActive, jobsLeft: stats.distill.jobs,
+  };
+};

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// `npm run bench:responsive [-- --json PATH] [--latency MS] [--rounds N]`
+//
+// Does the chat wait on distillation? The scripted OpenAI-compatible server (tests/llm-server) answers every call
+// after --latency ms (default 3,000: a small local model), bench/responsive.html opens two memories in Debian's
+// headless Chromium, one distilling in the background through that server and one idle, and times addMessages
+// (one user + assistant exchange, as a chat sends them) and recall on both, alternating call by call.
+// Prints p50/p95 of each and the busy/idle ratios (target: p95 within 1.5× of idle).
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { localBrowser } from "./local-browser.mjs";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const argv = process.argv.slice(2);
+const value = (name, d) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : d; };
+const jsonPath = value("--json");
+const latencyMs = Number(value("--latency", 3000));
+const rounds = Number(value("--rounds", 60));
+
+const server = spawn("node", [resolve(root, "tests/llm-server/server.mjs"), "0"], { stdio: ["ignore", "pipe", "inherit"] });
+const port = await new Promise((ok, fail) => {
+  server.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
+  server.on("exit", (code) => fail(new Error(`LLM server exited (${code})`)));
+});
+const llmOrigin = `http://127.0.0.1:${port}`;
+await fetch(`${llmOrigin}/__config`, { method: "POST", body: JSON.stringify({ latencyMs }) });
+
+const { origin, browser, close } = await localBrowser();
+let failed = false;
+try {
+  const page = await browser.newPage();
+  page.on("console", (m) => m.type() === "error" && console.error("[page]", m.text()));
+  await page.goto(`${origin}/bench/responsive.html`);
+  await page.waitForFunction(() => window.responsive);
+  const r = await page.evaluate((o) => window.responsive(o),
+    { llmUrl: `${llmOrigin}/v1`, rounds, window: 4, historyTurns: 60, pauseMs: 250 });
+  const ratio = (a, b) => +(a / b).toFixed(2);
+  const out = {
+    latency_ms: latencyMs,
+    rounds,
+    cpus: cpus().length,
+    load: +loadavg()[0].toFixed(2),
+    add_messages_p50_ms_idle: +r.add.idle.p50.toFixed(1),
+    add_messages_p95_ms_idle: +r.add.idle.p95.toFixed(1),
+    add_messages_p50_ms_busy: +r.add.busy.p50.toFixed(1),
+    add_messages_p95_ms_busy: +r.add.busy.p95.toFixed(1),
+    recall_p50_ms_idle: +r.recall.idle.p50.toFixed(1),
+    recall_p95_ms_idle: +r.recall.idle.p95.toFixed(1),
+    recall_p50_ms_busy: +r.recall.busy.p50.toFixed(1),
+    recall_p95_ms_busy: +r.recall.busy.p95.toFixed(1),
+    add_messages_p95_busy_over_idle: ratio(r.add.busy.p95, r.add.idle.p95),
+    recall_p95_busy_over_idle: ratio(r.recall.busy.p95, r.recall.idle.p95),
+    busy_rounds: r.busyRounds,
+    llm_calls_during: r.llmCalls,
+    jobs_reported: r.jobsReported,
+    distill_errors: r.distillErrors.length,
+    episodes: r.episodes,
+    facts: r.facts,
+  };
+  console.log(`
+| ${rounds} rounds, LLM ${latencyMs} ms/call | p50 idle | p50 busy | p95 idle | p95 busy | p95 busy/idle |
+|---|---|---|---|---|---|
+| addMessages (ms) | ${out.add_messages_p50_ms_idle} | ${out.add_messages_p50_ms_busy} | ${out.add_messages_p95_ms_idle} | ${out.add_messages_p95_ms_busy} | ${out.add_messages_p95_busy_over_idle} |
+| recall (ms) | ${out.recall_p50_ms_idle} | ${out.recall_p50_ms_busy} | ${out.recall_p95_ms_idle} | ${out.recall_p95_ms_busy} | ${out.recall_p95_busy_over_idle} |
+
+busy: distillation queued in ${out.busy_rounds}/${rounds} rounds; ${out.llm_calls_during} LLM calls, ${out.jobs_reported} jobs done, ${out.distill_errors} errors; ${out.episodes} episodes, ${out.facts} facts`);
+  console.log(JSON.stringify(out));
+  if (jsonPath) writeFileSync(jsonPath, JSON.stringify(out, null, 2) + "\n");
+  if (out.busy_rounds < rounds / 2 || out.llm_calls_during === 0) {
+    console.error("the busy memory was not distilling during most of the run: the comparison says nothing");
+    failed = true;
+  }
+} catch (e) {
+  console.error(e);
+  failed = true;
+} finally {
+  await close();
+  server.kill();
+}
+process.exit(failed ? 1 : 0);
