@@ -30,9 +30,9 @@ use js_sys::{Float32Array, Int8Array, Object, Reflect, Uint32Array, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
 use super::{Meta, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK};
-use crate::distill::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
 use crate::embed::DIM;
 use crate::error::{Error, Result};
+use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
 use crate::types::{Session, Turn, Unit};
 
 /// IndexedDB version: 1 had four stores, 2 added `vectors`, 3 the distillation stores, 4 `turnChunks`.
@@ -402,7 +402,7 @@ impl Chunk {
 
 /// Queues a [`DistillWrite`] into `tx`: deletions first, then puts, as [`DistillState::apply`] does.
 ///
-/// [`DistillState::apply`]: crate::distill::DistillState::apply
+/// [`DistillState::apply`]: crate::types::distilled::DistillState::apply
 fn write_distill(tx: &idb::Transaction, w: &DistillWrite) -> Result<()> {
     if w.is_empty() {
         return Ok(());

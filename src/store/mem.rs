@@ -8,8 +8,8 @@ use std::rc::Rc;
 use async_trait::async_trait;
 
 use super::{Meta, Snapshot, Store, StoredUnit, WriteBatch};
-use crate::distill::{DistillRecords, DistillState};
 use crate::error::{Error, Result};
+use crate::types::distilled::{DistillRecords, DistillState};
 use crate::types::{Session, Turn};
 
 #[derive(Default, Debug)]

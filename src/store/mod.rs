@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::index::vectors::Rows;
 pub use mem::MemStore;
 
-use crate::distill::{DistillRecords, DistillWrite};
 use crate::error::Result;
+use crate::types::distilled::{DistillRecords, DistillWrite};
+pub use crate::types::{pack_f32, unpack_f32};
 use crate::types::{Session, Turn, Unit, UnitMode};
 
 /// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
@@ -90,19 +91,6 @@ pub trait Store {
     async fn bytes_used(&self) -> Option<u64> {
         None
     }
-}
-
-/// Packs f32 vectors as little-endian bytes: binary in storage, never JSON arrays.
-pub fn pack_f32(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Inverse of [`pack_f32`]; trailing bytes that do not make a whole float are an error.
-pub fn unpack_f32(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
-        return None;
-    }
-    Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
-//! The data model: what the caller gives (messages) and what loci keeps (turns, sessions, units).
+//! The data model: what the caller gives (messages) and what loci keeps (turns, sessions, units; `distilled`:
+//! episodes, facts and jobs).
 //! Validation lives here so that a bad message is refused before anything is written.
+
+pub mod distilled;
 
 use serde::{Deserialize, Serialize};
 
@@ -205,6 +208,19 @@ pub fn format_time(ms: TimeMs) -> String {
         Some(dt) => dt.format("%Y-%m-%d %H:%M UTC").to_string(),
         None => "unknown time".to_string(),
     }
+}
+
+/// Packs f32 vectors as little-endian bytes: binary in storage, never JSON arrays.
+pub fn pack_f32(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Inverse of [`pack_f32`]; trailing bytes that do not make a whole float are an error.
+pub fn unpack_f32(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 #[cfg(test)]

@@ -1,0 +1,81 @@
+//! Distillation in the background: the runner that takes due jobs one at a time through [`Shared`], and the timer
+//! it waits out backoffs on.
+
+use super::*;
+
+/// Runs queued distillation jobs in the background, one at a time and in queue order, each as read → think →
+/// commit ([`memory::Shared::run_next_job`]): the memory's lock is never held while the LLM thinks, so
+/// `addMessages`, `recall` and `stats` go on meanwhile. Retry backoffs are waited out on a timer. Started after
+/// `addMessages`, at open (work queued before a reload resumes), and when an LLM is set or parked jobs are retried;
+/// it stops when nothing is due, the memory closes, or the LLM is removed. Only one runs per memory.
+#[derive(Clone)]
+pub(super) struct JobRunner {
+    pub(super) shared: Shared,
+    pub(super) llm: Rc<RefCell<Option<Rc<dyn Llm>>>>,
+    pub(super) on_progress: Option<Function>,
+    /// Opened with `distill` and `autoRun` (the default).
+    pub(super) enabled: bool,
+    pub(super) running: Rc<std::cell::Cell<bool>>,
+}
+
+impl JobRunner {
+    pub(super) fn start(&self) {
+        if !self.enabled || self.running.get() || self.llm.borrow().is_none() {
+            return;
+        }
+        self.running.set(true);
+        let me = self.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let quiet = |e: &Error| matches!(e, Error::Aborted | Error::Closed);
+            if let Err(e) = me.drain().await.or_else(|e| if quiet(&e) { Ok(()) } else { Err(e) }) {
+                // Nothing awaits a background run: tell the page through onProgress; the job stays queued.
+                if let Some(f) = &me.on_progress {
+                    let event = js_sys::Object::new();
+                    let _ = Reflect::set(&event, &"phase".into(), &"distill".into());
+                    let _ = Reflect::set(&event, &"error".into(), &js_error(e));
+                    let _ = f.call1(&JsValue::NULL, &event);
+                }
+            }
+            me.running.set(false);
+        });
+    }
+
+    pub(super) async fn drain(&self) -> Result<(), Error> {
+        loop {
+            let Some(llm) = self.llm.borrow().clone() else { return Ok(()) };
+            let mut tell = |p: &DistillProgress| distill_progress(&self.on_progress, p);
+            match self.shared.run_next_job(&*llm, js_sys::Date::now(), None, &mut tell).await? {
+                JobStep::Ran(_) => {}
+                JobStep::WaitUntil(t) => sleep((t - js_sys::Date::now()).max(0.0), self.shared.closing()).await?,
+                JobStep::Idle => return Ok(()),
+            }
+        }
+    }
+}
+
+/// Tells `onProgress` about one distillation job: `{ phase: "distill", job, ok, jobsLeft, pendingTurns, episodes,
+/// facts }`.
+pub(super) fn distill_progress(callback: &Option<Function>, p: &DistillProgress) {
+    let Some(f) = callback else { return };
+    let Ok(event) = to_js(p) else { return };
+    let _ = Reflect::set(&event, &"phase".into(), &"distill".into());
+    let _ = f.call1(&JsValue::NULL, &event);
+}
+
+/// Resolves after `ms` milliseconds (the global `setTimeout`: works in pages and workers), or with `Err(Aborted)`
+/// as soon as `abort` fires.
+pub(super) async fn sleep(ms: f64, abort: &AbortSignal) -> Result<(), Error> {
+    let set_timeout = Reflect::get(&js_sys::global(), &"setTimeout".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<Function>().ok())
+        .ok_or_else(|| Error::invalid("no setTimeout in this context"))?;
+    let ms = ms.clamp(0.0, 2_147_483_647.0);
+    let promise = Promise::new(&mut |resolve, _reject| {
+        let _ = set_timeout.call2(&JsValue::NULL, &resolve, &JsValue::from(ms));
+        abort.on_abort(move || {
+            let _ = resolve.call0(&JsValue::NULL);
+        });
+    });
+    let _ = JsFuture::from(promise).await;
+    abort.check()
+}
