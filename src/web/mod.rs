@@ -1,7 +1,9 @@
 //! Web bindings: the JavaScript API (`Memory.open`, `addMessages`, `recall`, `stats`, `close`, and distillation:
 //! `flush`, `episodes`, `facts`, `history`, `retryParked`, `forget`). A thin layer: it parses JS values into typed
-//! Rust (a wrong type is a typed error, never a panic), fetches assets, and hands everything to
-//! [`crate::memory::Memory`]. Errors reach JS as `Error`s with a stable `code`.
+//! Rust (a wrong type is a typed error, never a panic), and hands everything to [`crate::memory::Shared`]: the
+//! memory behind one lock that is never held while an LLM thinks. Errors reach JS as `Error`s with a stable `code`.
+//! Submodules: `options` (JS options → typed Rust), `open` (assets, runtime, tab lock), `jobs` (background
+//! distillation).
 //!
 //! Which recall `recall()` and `answer()` run: the distilled one (sessions + episodes + facts, no pruning) when
 //! `sources` is given, or when the memory was opened with `distill` and no `prune` is asked; otherwise the sessions
