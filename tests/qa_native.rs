@@ -69,7 +69,7 @@ fn qa_harness_scores_scripted_answers_exactly() {
             &mut m,
             &question("q0", "4", "Where did Ana move?"),
             "Paris",
-            &options,
+            Some(&options),
             &llm,
             Some(&llm),
             now,
@@ -78,7 +78,7 @@ fn qa_harness_scores_scripted_answers_exactly() {
             &mut m,
             &question("q1", "1", "What does Ben do?"),
             "painting, pottery",
-            &options,
+            Some(&options),
             &llm,
             Some(&llm),
             now,
@@ -87,7 +87,7 @@ fn qa_harness_scores_scripted_answers_exactly() {
             &mut m,
             &question("q2", "5", "What is Ana's dog called?"),
             "Rex",
-            &options,
+            Some(&options),
             &llm,
             Some(&llm),
             now,
@@ -110,5 +110,9 @@ fn qa_harness_scores_scripted_answers_exactly() {
     assert_eq!(r.overall.calls_per_question, 2.0, "QDP + answer; the judge is not counted");
     assert_eq!((r.overall.input_tokens_per_question, r.overall.output_tokens_per_question), (200.0, 10.0));
     assert_eq!(r.per_category["1"].f1, 50.0);
+    // q2's pruner kept nothing of a non-empty context: extractive pruning stood in, so the answer had evidence.
+    assert_eq!(records.iter().map(|r| r.fallback).collect::<Vec<_>>(), vec![false, false, true]);
+    assert_eq!(r.overall.fallbacks, 1);
+    assert!(records[2].context_tokens > 0);
     assert_eq!(server.log().len(), 9);
 }

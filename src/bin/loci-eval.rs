@@ -54,7 +54,8 @@ mod cli {
     const USAGE: &str = "usage: loci-eval (locomo|longmemeval) --data FILE [--method NAME|all] [--json PATH]
        loci-eval prune --data LOCOMO_FILE [--budget RATIO] [--neighbours N] [--json PATH]
        loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
-                    [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]] [--prune llm|extractive|none]
+                    [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
+                    [--prune llm|extractive|none|nomemory]
                     [--limit N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
@@ -525,7 +526,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         };
         let mut config = OpenAiConfig::new(url.clone(), model.clone());
         config.api_key = o.get(&format!("{prefix}-api-key")).cloned();
-        config.timeout_ms = 120_000;
+        config.timeout_ms = 600_000; // a small local model on one thread takes minutes for a long prompt
+        if let Some(c) = o.get(&format!("{prefix}-context-tokens")) {
+            config.context_tokens = c.parse().map_err(|_| format!("--{prefix}-context-tokens N"))?;
+        }
         OpenAiClient::new(config, UreqTransport::new()).map(Some).map_err(|e| e.to_string())
     }
 
@@ -537,6 +541,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "llm-base-url",
             "llm-model",
             "llm-api-key",
+            "llm-context-tokens",
             "judge-base-url",
             "judge-model",
             "judge-api-key",
@@ -554,7 +559,9 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             corpora.iter_mut().for_each(|c| c.questions.truncate(n));
         }
         let mut answer_options = loci::memory::AnswerOptions::default();
-        if let Some(p) = o.get("prune") {
+        // `--prune nomemory`: the baseline, the question without any memory.
+        let with_memory = o.get("prune").map(String::as_str) != Some("nomemory");
+        if let Some(p) = o.get("prune").filter(|_| with_memory) {
             answer_options.prune.mode = loci::recall::prune::PruneMode::parse(p).map_err(|e| e.to_string())?;
         }
         let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
@@ -574,7 +581,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     memory,
                     q,
                     gold,
-                    &answer_options,
+                    with_memory.then_some(&answer_options),
                     &llm,
                     judge,
                     now,
@@ -587,8 +594,18 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let line = |name: &str, s: &loci::eval::qa::QaScore| {
             let judge = s.judge.map(|j| format!("{j:.1}")).unwrap_or_else(|| "–".into());
             println!(
-                "{name:<12} n={:<5} F1 {:.1}  BLEU-1 {:.1}  judge {judge}  calls/q {:.2}  tokens/q {:.0} in {:.0} out  errors {}",
-                s.n, s.f1, s.bleu1, s.calls_per_question, s.input_tokens_per_question, s.output_tokens_per_question, s.errors
+                "{name:<12} n={:<5} F1 {:.1}  BLEU-1 {:.1}  judge {judge}  calls/q {:.2}  tokens/q {:.0} in {:.0} out  \
+                 context {:.0}  s/q {:.1}  fallbacks {}  errors {}",
+                s.n,
+                s.f1,
+                s.bleu1,
+                s.calls_per_question,
+                s.input_tokens_per_question,
+                s.output_tokens_per_question,
+                s.context_tokens_per_question,
+                s.seconds_per_question,
+                s.fallbacks,
+                s.errors
             )
         };
         line("overall", &report.overall);

@@ -153,6 +153,12 @@ pub struct QaRecord {
     pub usage: Usage,
     /// Set when answering failed; the prediction is then empty and scores 0.
     pub error: Option<String>,
+    /// Tokens of the context the answering model saw (after pruning).
+    pub context_tokens: usize,
+    /// Wall time of answering (pruning included, judge excluded).
+    pub seconds: f64,
+    /// LLM pruning kept nothing and extractive pruning stood in.
+    pub fallback: bool,
 }
 
 impl QaRecord {
@@ -170,6 +176,9 @@ impl QaRecord {
             calls: 0,
             usage: Usage::default(),
             error: None,
+            context_tokens: 0,
+            seconds: 0.0,
+            fallback: false,
         }
     }
 }
@@ -187,6 +196,10 @@ pub struct QaScore {
     pub calls_per_question: f64,
     pub input_tokens_per_question: f64,
     pub output_tokens_per_question: f64,
+    /// Tokens of the answering model's context (what the papers compare), per question.
+    pub context_tokens_per_question: f64,
+    pub seconds_per_question: f64,
+    pub fallbacks: usize,
 }
 
 /// The QA report: overall and per category.
@@ -210,6 +223,9 @@ fn score(records: &[&QaRecord]) -> QaScore {
         calls_per_question: records.iter().map(|r| r.calls as f64).sum::<f64>() / d,
         input_tokens_per_question: records.iter().map(|r| r.usage.input_tokens as f64).sum::<f64>() / d,
         output_tokens_per_question: records.iter().map(|r| r.usage.output_tokens as f64).sum::<f64>() / d,
+        context_tokens_per_question: records.iter().map(|r| r.context_tokens as f64).sum::<f64>() / d,
+        seconds_per_question: records.iter().map(|r| r.seconds).sum::<f64>() / d,
+        fallbacks: records.iter().filter(|r| r.fallback).count(),
     }
 }
 
@@ -231,23 +247,58 @@ pub async fn answer_question<S: crate::store::Store, R: crate::embed::Runtime>(
     memory: &mut crate::memory::Memory<S, R>,
     question: &super::EvalQuestion,
     gold: &str,
-    options: &crate::memory::AnswerOptions,
+    options: Option<&crate::memory::AnswerOptions>,
     llm: &dyn Llm,
     judge_llm: Option<&dyn Llm>,
     now: crate::types::TimeMs,
 ) -> QaRecord {
-    let (prediction, calls, usage, error) = match memory.answer(&question.question, options, llm, now).await {
-        Ok(a) => (a.answer, a.spent.calls, a.spent.usage, None),
-        Err(e) => (String::new(), 0, Usage::default(), Some(format!("{}: {e}", e.code()))),
+    let started = std::time::Instant::now();
+    let result = match options {
+        Some(options) => memory.answer(&question.question, options, llm, now).await,
+        None => answer_without_memory(&question.question, llm, now).await,
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let (prediction, calls, usage, error, context_tokens, fallback) = match result {
+        Ok(a) => {
+            let fallback =
+                options.is_some_and(|o| o.prune.mode != a.prune && a.prune != crate::recall::prune::PruneMode::None);
+            (a.answer, a.spent.calls, a.spent.usage, None, a.context_tokens, fallback)
+        }
+        Err(e) => (String::new(), 0, Usage::default(), Some(format!("{}: {e}", e.code())), 0, false),
     };
     let mut record = QaRecord::scored(&question.id, &question.category, &question.question, gold, &prediction);
     record.calls = calls;
     record.usage = usage;
     record.error = error;
+    record.context_tokens = context_tokens;
+    record.seconds = seconds;
+    record.fallback = fallback;
     if let (Some(j), None) = (judge_llm, &record.error) {
         record.judge = judge(j, &question.question, gold, &prediction).await.ok().map(|r| r.value.is_correct());
     }
     record
+}
+
+/// The baseline every memory mode must beat: the answer prompt with an empty memory.
+async fn answer_without_memory(question: &str, llm: &dyn Llm, now: f64) -> Result<crate::memory::AnswerResult> {
+    let date = crate::types::format_time(now);
+    let request = LlmRequest {
+        json_schema: Some(prompts::answer_schema()),
+        max_tokens: crate::memory::AnswerOptions::default().max_tokens,
+        ..LlmRequest::new(prompts::answer("", question, &date))
+    };
+    let reply: Structured<prompts::AnswerReply> = chat_json(llm, &request).await?;
+    Ok(crate::memory::AnswerResult {
+        question: question.into(),
+        answer: reply.value.answer.trim().to_string(),
+        sessions: Vec::new(),
+        kept: Vec::new(),
+        context: String::new(),
+        context_tokens: 0,
+        unpruned_tokens: 0,
+        prune: crate::recall::prune::PruneMode::None,
+        spent: crate::memory::Spent { calls: reply.calls, usage: reply.usage, latency_ms: reply.latency_ms },
+    })
 }
 
 /// Gold answers of LoCoMo, by question id (`{sample_id}_q{index}`, the loader's ids): the `answer` field (numbers
