@@ -1,6 +1,7 @@
 //! Smoke test against a REAL small model (llama.cpp's OpenAI-compatible server from ../shared/tools/local-llm, all
 //! from PyPI): the QDP, answer and judge prompts go through it with JSON-schema-constrained output and the replies
-//! must parse into our types. Ignored by default; `scripts/test.mjs` starts the endpoint and runs it with
+//! must parse into our types; two short sessions go through distillation (segment → narrate → merge? → distill →
+//! consolidate?) and what comes out must have the right shape and provenance. Ignored by default; `scripts/test.mjs` starts the endpoint and runs it with
 //! `--ignored`, or prints loudly that it was skipped and why.
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -8,6 +9,7 @@ mod common;
 
 use common::msg;
 
+use loci::distill::DistillConfig;
 use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
 use loci::llm::{prompts, structured, LlmRequest};
@@ -53,4 +55,84 @@ fn real_model_replies_parse_into_our_types() {
     };
     let verdict = block_on(structured::chat_json::<prompts::JudgeReply>(&llm, &request)).expect("judge reply parses");
     println!("real model judge: {:?}", verdict.value);
+}
+
+#[test]
+#[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
+fn a_real_model_distills_two_short_sessions_with_provenance() {
+    let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
+    let mut config = OpenAiConfig::new(url, "local");
+    config.timeout_ms = 300_000;
+    let llm = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let mc = MemoryConfig { distill: Some(DistillConfig::default()), ..Default::default() };
+    let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
+    let first = [
+        msg(
+            "Maya",
+            "My physiotherapist, Dr. Okafor, wants me to do strength work twice a week.",
+            "2024-04-14T18:30:00Z",
+        ),
+        msg("Bot", "Squats and step-ups are classics. Which days suit you?", "2024-04-14T18:31:00Z"),
+        msg("Maya", "Tuesdays and Fridays, before work. My left knee still hurts on stairs.", "2024-04-14T18:32:00Z"),
+        msg("Bot", "Then start with low step-ups and tell Dr. Okafor about the stairs.", "2024-04-14T18:33:00Z"),
+    ];
+    let second = [
+        msg("Maya", "Dr. Okafor moved my strength sessions to Mondays and Thursdays.", "2024-05-02T08:00:00Z"),
+        msg("Bot", "Good to know. How is the left knee now?", "2024-05-02T08:01:00Z"),
+        msg("Maya", "Much better, stairs no longer hurt.", "2024-05-02T08:02:00Z"),
+    ];
+    block_on(m.add_messages(&first, Some("physio-1"), 0.0)).unwrap();
+    block_on(m.add_messages(&second, Some("physio-2"), 0.0)).unwrap();
+    let started = std::time::Instant::now();
+    let report = block_on(m.flush(&llm, 1e13, None, &mut |p| println!("real model distill: {} ok={}", p.job, p.ok)))
+        .expect("flush");
+    let l = m.stats().llm;
+    println!(
+        "real model distillation: {:?}; calls segment {} narrate {} merge {} predict {} distill {} consolidate {} \
+         (truncated {}, cut {}); {:?}",
+        report,
+        l.segment.calls,
+        l.narrate.calls,
+        l.merge.calls,
+        l.predict.calls,
+        l.distill.calls,
+        l.consolidate.calls,
+        l.segment.truncated + l.narrate.truncated + l.distill.truncated,
+        l.segment.cut + l.narrate.cut + l.distill.cut,
+        started.elapsed()
+    );
+    for e in m.episodes() {
+        println!("  episode {} ({}): {} — {}", e.id, e.turn_ids.len(), e.title, e.narrative);
+    }
+    for f in m.facts(true) {
+        println!(
+            "  fact {} [{}] {:?} from episodes {:?} turns {:?}",
+            f.id, f.origin, f.statement, f.episode_ids, f.turn_ids
+        );
+    }
+    assert_eq!((report.parked, report.jobs_left), (0, 0), "every job ran: {report:?} {:?}", m.stats().distill.parked);
+    assert!(l.segment.calls >= 2 && l.narrate.calls >= 1 && l.distill.calls >= 1, "{l:?}");
+    // Shape: every turn in exactly one episode; every episode titled and narrated.
+    let episodes = m.episodes();
+    let mut covered: Vec<u64> = episodes.iter().flat_map(|e| e.turn_ids.clone()).collect();
+    covered.sort_unstable();
+    let turns: Vec<u64> = ["physio-1", "physio-2"].iter().flat_map(|s| m.session_turns(s)).map(|t| t.id).collect();
+    assert_eq!(covered, turns, "every turn in exactly one episode");
+    assert!(episodes.iter().all(|e| !e.title.trim().is_empty() && !e.narrative.trim().is_empty()));
+    // Provenance: each fact names existing episodes and turns of those episodes.
+    let facts = m.facts(true);
+    assert!(!facts.is_empty(), "a real model distils at least one fact from this");
+    for f in &facts {
+        assert!(!f.episode_ids.is_empty() && !f.turn_ids.is_empty(), "{f:?}");
+        for id in &f.turn_ids {
+            assert!(turns.contains(id), "fact {} cites turn {id}, which does not exist", f.id);
+        }
+        for id in &f.episode_ids {
+            assert!(
+                episodes.iter().any(|e| e.id == *id || e.merged_from.contains(id)),
+                "fact {} cites episode {id}",
+                f.id
+            );
+        }
+    }
 }

@@ -56,6 +56,8 @@ mod cli {
        loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
                     [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
                     [--prune llm|extractive|none|nomemory]
+       loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
+                    [--sessions N] [--json PATH]
                     [--limit N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
@@ -198,6 +200,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         match std::env::args().nth(1).as_deref() {
             Some("prune") => return prune_main(),
             Some("qa") => return qa_main(),
+            Some("distill") => return distill_main(),
             _ => {}
         }
         let args = parse_args()?;
@@ -613,6 +616,164 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             line(locomo::category_name(category).unwrap_or(category), score);
         }
         write_json(o.get("json"), &json!({"report": report, "records": records}))
+    }
+
+    /// Nemori distillation of the first `--sessions` sessions of LoCoMo conv-26 with the user's LLM (a real model):
+    /// each session added as a chat adds it, then flushed; prints LLM calls, tokens, retries and failures per phase
+    /// and per message, wall time, and the episodes and facts made (written whole with --json, for reading).
+    fn distill_main() -> Result<(), String> {
+        let o =
+            options(&["data", "llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "sessions", "json"])?;
+        let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
+        let sessions: usize = o.get("sessions").map_or(Ok(4), |n| n.parse()).map_err(|_| "--sessions N")?;
+        let corpus =
+            locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?.into_iter().next().ok_or("no conversation")?;
+        let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
+        let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
+        let embedder = Embedder::new(tokenizer, runtime, config.embed).map_err(|e| e.to_string())?;
+        let mut m = block_on(Memory::open(MemStore::new(), embedder, config)).map_err(|e| e.to_string())?;
+        let started = std::time::Instant::now();
+        let mut messages = 0;
+        let mut now = 0.0;
+        for s in corpus.sessions.iter().take(sessions) {
+            let start = session_time(&s.date).ok_or_else(|| format!("session date {:?}", s.date))?;
+            let msgs: Vec<MessageInput> = s
+                .turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| MessageInput {
+                    speaker: Some(t.speaker.clone()),
+                    content: t.text.clone(),
+                    caption: t.caption.clone(),
+                    time: Some(TimeInput::Millis(start + i as f64 * 60_000.0)),
+                    ..Default::default()
+                })
+                .collect();
+            messages += msgs.len();
+            now = start + msgs.len() as f64 * 60_000.0;
+            block_on(m.add_messages(&msgs, Some(&s.id), now)).map_err(|e| e.to_string())?;
+            eprintln!("added {} ({} turns)", s.id, msgs.len());
+        }
+        // Run every job, waiting out backoffs on the clock (a real endpoint's failures are real).
+        let mut report = loci::memory::FlushReport::default();
+        let mut first = true;
+        loop {
+            let mut tell = |p: &loci::memory::DistillProgress| {
+                eprintln!(
+                    "{:>8.0} s  {} {}  ({} jobs left)",
+                    started.elapsed().as_secs_f64(),
+                    p.job,
+                    if p.ok { "ok" } else { "FAILED" },
+                    p.jobs_left
+                )
+            };
+            let r = if first {
+                block_on(m.flush(&llm, now, None, &mut tell))
+            } else {
+                block_on(m.run_jobs(&llm, now, None, &mut tell))
+            }
+            .map_err(|e| e.to_string())?;
+            first = false;
+            report.jobs_run += r.jobs_run;
+            report.failures += r.failures;
+            report.parked += r.parked;
+            match r.next_try {
+                Some(t) => {
+                    let wait = (t - now).max(0.0);
+                    std::thread::sleep(std::time::Duration::from_millis(wait as u64));
+                    now = now.max(t);
+                }
+                None => break,
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let stats = m.stats();
+        let l = stats.llm;
+        let phases = [
+            ("segment", l.segment),
+            ("narrate", l.narrate),
+            ("merge", l.merge),
+            ("predict", l.predict),
+            ("distill", l.distill),
+            ("consolidate", l.consolidate),
+        ];
+        println!("| phase | calls | input tokens | output tokens | seconds | truncated | shrunk | cut | errors |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for (name, p) in &phases {
+            println!(
+                "| {name} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+                p.calls,
+                p.input_tokens,
+                p.output_tokens,
+                p.latency_ms / 1000.0,
+                p.truncated,
+                p.shrunk,
+                p.cut,
+                p.errors
+            );
+        }
+        let calls: u64 = phases.iter().map(|(_, p)| p.calls).sum();
+        let input: u64 = phases.iter().map(|(_, p)| p.input_tokens).sum();
+        let output: u64 = phases.iter().map(|(_, p)| p.output_tokens).sum();
+        let episodes = m.episodes();
+        let facts = m.facts(true);
+        println!(
+            "{sessions} sessions, {messages} messages: {seconds:.0} s; {calls} calls ({:.2}/message), {input} input + \
+             {output} output tokens ({:.0}/message); jobs run {}, failures {}, parked {}; {} episodes, {} facts \
+             ({} superseded)",
+            calls as f64 / messages as f64,
+            (input + output) as f64 / messages as f64,
+            report.jobs_run,
+            report.failures,
+            report.parked,
+            episodes.len(),
+            stats.distill.facts_active,
+            stats.distill.facts_superseded,
+        );
+        let evocation = evocation(m.distilled());
+        println!("{}", serde_json::to_string(&evocation).map_err(|e| e.to_string())?);
+        write_json(
+            o.get("json"),
+            &json!({
+                "sessions": sessions, "messages": messages, "seconds": seconds, "llm": l, "report": report,
+                "episodes": episodes, "facts": facts, "parked": stats.distill.parked, "evocation": evocation,
+            }),
+        )
+    }
+
+    /// Calibrating prediction's τ for this embedder: the cosine of each episode with the facts distilled from it
+    /// (a topic the memory knows, by construction) and with the best fact of earlier episodes (what prediction
+    /// actually sees), as quantiles; and the share of episodes that would evoke a fact of an earlier episode at
+    /// each candidate τ.
+    fn evocation(d: &loci::distill::DistillState) -> Value {
+        let quantiles = |mut xs: Vec<f32>| -> Value {
+            xs.sort_by(f32::total_cmp);
+            let q = |p: f64| xs.get(((xs.len() as f64 - 1.0) * p).round() as usize).copied();
+            json!({"n": xs.len(), "p10": q(0.1), "p25": q(0.25), "p50": q(0.5), "p75": q(0.75), "p90": q(0.9)})
+        };
+        let facts: Vec<&loci::distill::Fact> = d.facts.values().collect();
+        let mut own = Vec::new();
+        let mut earlier_best = Vec::new();
+        for e in d.episodes.values() {
+            for f in facts.iter().filter(|f| f.episode_ids.contains(&e.id)) {
+                own.push(loci::distill::cosine(&e.vector, &f.vector));
+            }
+            let best = facts
+                .iter()
+                .filter(|f| f.episode_ids.iter().all(|id| *id < e.id))
+                .map(|f| loci::distill::cosine(&e.vector, &f.vector))
+                .fold(f32::NEG_INFINITY, f32::max);
+            if best.is_finite() {
+                earlier_best.push(best);
+            }
+        }
+        let share =
+            |tau: f32| earlier_best.iter().filter(|c| **c >= tau).count() as f64 / earlier_best.len().max(1) as f64;
+        json!({
+            "own_fact_cosine": quantiles(own),
+            "best_earlier_fact_cosine": quantiles(earlier_best.clone()),
+            "share_evoking_at": {"0.85": share(0.85), "0.70": share(0.70), "0.60": share(0.60), "0.55": share(0.55), "0.50": share(0.50), "0.45": share(0.45)},
+        })
     }
 
     fn progress(len: u64, what: &str) -> ProgressBar {

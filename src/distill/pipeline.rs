@@ -223,7 +223,9 @@ async fn narrate_job(
         .map(|(g, ts)| ts.iter().enumerate().map(|(n, t)| line(format!("{}.{}", g + 1, n + 1), t)).collect())
         .collect();
     let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
-    let max_output = output_cap(250, prompt_groups.len());
+    // A narrative keeps every concrete detail: about a sentence per line narrated (qwen2.5-1.5b needed ~400
+    // tokens for a 20-line group and failed at a cap of 350).
+    let max_output = output_cap(40, prompt_groups.iter().map(Vec::len).sum());
     let reply: p::NarrateReply = call(Phase::Narrate, &build, p::narrate_schema(), max_output, input, spend).await?;
     let mut episodes = Vec::with_capacity(groups.len());
     for (g, ts) in groups.iter().enumerate() {
@@ -307,7 +309,8 @@ async fn narrate_job(
                 .collect();
             p::merge(&items)
         };
-        let max_output = output_cap(300, prompt.len());
+        // A merge rewrites both narratives as one.
+        let max_output = output_cap(600, prompt.len());
         let reply: p::MergeReply = call(Phase::Merge, &build, p::merge_schema(), max_output, input, spend).await?;
         for d in reply.merges {
             if let Some(&i) = d.episode.checked_sub(1).and_then(|k| asking.get(k)) {
@@ -447,7 +450,8 @@ async fn distill_job(
             .collect();
         p::distill(&items)
     };
-    let max_output = output_cap(400, prompt.len());
+    // Facts: at most a few per line, each a short sentence with its evidence ids.
+    let max_output = output_cap(40, prompt.iter().map(|i| i.lines.len()).sum());
     let reply: p::DistillReply = call(Phase::Distill, &build, p::distill_schema(), max_output, input, spend).await?;
     let mut fresh: Vec<Fact> = Vec::new();
     for f in reply.facts {
