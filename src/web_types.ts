@@ -346,6 +346,8 @@ export interface PhaseCounters {
   shrunk: number;
   /** Prompts whose quoted texts were cut to fit the model's window. */
   cut: number;
+  /** Replies cut at the output cap that were repaired (closed after their last complete part, repeats dropped). */
+  repaired: number;
   /** LLM pruning that kept nothing of a non-empty context, replaced by extractive pruning. */
   fallbacks: number;
 }

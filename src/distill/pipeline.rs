@@ -83,9 +83,12 @@ async fn call<T: DeserializeOwned>(
     spend: &mut Spend,
 ) -> Result<T> {
     let max_output = input.config.max_tokens.map_or(max_output, |m| m.min(max_output));
+    // Free text (narratives, predictions): a small model at temperature 0 can loop on one sentence until its cap.
+    let free_text = matches!(phase, Phase::Narrate | Phase::Merge | Phase::Predict);
     let request = LlmRequest {
         json_schema: Some(schema),
         max_tokens: Some(max_output),
+        frequency_penalty: free_text.then_some(0.3),
         abort: input.abort.clone(),
         ..LlmRequest::new(Vec::new())
     };

@@ -93,6 +93,9 @@ impl Llm for CallbackLlm {
         if let Some(t) = request.max_tokens {
             set(&arg, "maxTokens", &JsValue::from_f64(t as f64));
         }
+        if let Some(p) = request.frequency_penalty {
+            set(&arg, "frequencyPenalty", &JsValue::from_f64(p as f64));
+        }
         if let Some(t) = request.temperature {
             set(&arg, "temperature", &JsValue::from_f64(t as f64));
         }

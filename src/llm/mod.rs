@@ -96,6 +96,9 @@ pub struct PhaseCounters {
     pub shrunk: u64,
     /// Prompts whose quoted texts were cut to fit the model's window.
     pub cut: u64,
+    /// Replies cut at the output cap that were repaired (closed after their last complete item, repeated sentences
+    /// dropped) rather than asked again.
+    pub repaired: u64,
     /// Replies that could not be used as they were and were replaced (LLM pruning that kept nothing of a
     /// non-empty context falls back to extractive pruning).
     pub fallbacks: u64,
@@ -114,6 +117,7 @@ impl PhaseCounters {
             truncated: s.truncated as u64,
             shrunk: s.shrunk as u64,
             cut: s.cut as u64,
+            repaired: s.repaired as u64,
             fallbacks: 0,
         }
     }
@@ -132,6 +136,7 @@ impl PhaseCounters {
         self.truncated += o.truncated;
         self.shrunk += o.shrunk;
         self.cut += o.cut;
+        self.repaired += o.repaired;
         self.fallbacks += o.fallbacks;
     }
 }
@@ -158,6 +163,9 @@ pub struct LlmRequest {
     pub json_schema: Option<JsonSchema>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// OpenAI's `frequency_penalty`: set for steps that write free text, where a small model at temperature 0 can
+    /// loop on one sentence until its output cap.
+    pub frequency_penalty: Option<f32>,
     /// Cancels the call (and its retries) when aborted.
     pub abort: Option<AbortSignal>,
 }

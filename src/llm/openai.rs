@@ -228,6 +228,9 @@ impl<T: HttpTransport> OpenAiClient<T> {
         if let Some(m) = request.max_tokens {
             body["max_tokens"] = json!(m);
         }
+        if let Some(p) = request.frequency_penalty {
+            body["frequency_penalty"] = json!(p);
+        }
         if self.response_format_ok.get() {
             if let Some(s) = &request.json_schema {
                 body["response_format"] =

@@ -22,6 +22,8 @@ pub struct Structured<T> {
     pub shrunk: u32,
     /// Whether quoted texts were cut to fit the model's window.
     pub cut: bool,
+    /// Replies cut at the output cap and repaired ([`repair_truncated`]).
+    pub repaired: u32,
 }
 
 /// The first complete JSON object in `text`: inside a ```` ```json ```` fence if there is one, else the first `{`
@@ -75,6 +77,90 @@ fn balanced_object(text: &str) -> Option<&str> {
     None
 }
 
+/// A JSON reply cut off at the output cap, made whole: an unfinished string is ended at its last complete sentence
+/// (or dropped, with its key, when it has none), open arrays and objects are closed, and every string loses
+/// sentences it repeats (the loop that ran the model to its cap). `None` when the result still is not a `T`.
+pub fn repair_truncated<T: DeserializeOwned>(text: &str) -> Option<T> {
+    let start = text.find('{')?;
+    let body = &text[start..];
+    let (mut stack, mut in_str, mut escaped) = (Vec::new(), false, false);
+    let mut str_start = 0;
+    for (i, c) in body.char_indices() {
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_str = true;
+                str_start = i;
+            }
+            '{' => stack.push('}'),
+            '[' => stack.push(']'),
+            '}' | ']' => {
+                stack.pop();
+                if stack.is_empty() {
+                    return None; // complete: not a truncation (parse_reply already said what is wrong)
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut fixed = if in_str {
+        // End the string at its last complete sentence; without one, drop it (and its key, if it is a value).
+        let partial = &body[str_start + 1..];
+        match partial.rfind(". ").map(|i| i + 1) {
+            Some(end) => format!("{}{}\"", &body[..str_start + 1], &partial[..end]),
+            None => body[..str_start].to_string(),
+        }
+    } else {
+        body.to_string()
+    };
+    // Drop a dangling `"key":` or trailing comma before closing.
+    loop {
+        let t = fixed.trim_end();
+        if let Some(rest) = t.strip_suffix(',') {
+            fixed = rest.to_string();
+        } else if let Some(rest) = t.strip_suffix(['{', '[']).filter(|_| stack.len() > 1) {
+            // An item the cut left empty goes (its closer was the last one opened).
+            stack.pop();
+            fixed = rest.to_string();
+        } else if let Some(rest) = t.strip_suffix(':') {
+            let rest = rest.trim_end();
+            let key_start = rest.strip_suffix('"').and_then(|r| r.rfind('"'))?;
+            fixed = rest[..key_start].to_string();
+        } else {
+            fixed = t.to_string();
+            break;
+        }
+    }
+    while let Some(close) = stack.pop() {
+        fixed.push(close);
+    }
+    let mut value: serde_json::Value = serde_json::from_str(&fixed).ok()?;
+    dedupe_sentences(&mut value);
+    serde_json::from_value(value).ok()
+}
+
+fn dedupe_sentences(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => {
+            let mut seen = std::collections::HashSet::new();
+            let kept: Vec<&str> =
+                s.split_inclusive(". ").filter(|x| seen.insert(x.trim().trim_end_matches('.'))).collect();
+            *s = kept.concat().trim().to_string();
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(dedupe_sentences),
+        serde_json::Value::Object(o) => o.values_mut().for_each(dedupe_sentences),
+        _ => {}
+    }
+}
+
 /// Parses `text` as a `T`, with a message fit to show the model when it fails.
 pub fn parse_reply<T: DeserializeOwned>(text: &str) -> std::result::Result<T, String> {
     let obj = extract_json_object(text).ok_or_else(|| {
@@ -101,7 +187,33 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
         truncated += reply.truncated as u32;
         match parse_reply::<T>(&reply.text) {
             Ok(value) => {
-                return Ok(Structured { value, calls: attempt, usage, latency_ms, truncated, shrunk: 0, cut: false })
+                let s = Structured {
+                    value,
+                    calls: attempt,
+                    usage,
+                    latency_ms,
+                    truncated,
+                    shrunk: 0,
+                    cut: false,
+                    repaired: 0,
+                };
+                return Ok(s);
+            }
+            // A reply cut at the output cap (often a small model looping on one sentence) is closed after its last
+            // complete part rather than paid for again.
+            Err(_) if reply.truncated && repair_truncated::<T>(&reply.text).is_some() => {
+                let value = repair_truncated::<T>(&reply.text).expect("checked");
+                let s = Structured {
+                    value,
+                    calls: attempt,
+                    usage,
+                    latency_ms,
+                    truncated,
+                    shrunk: 0,
+                    cut: false,
+                    repaired: 1,
+                };
+                return Ok(s);
             }
             Err(e) => {
                 last_error = if reply.truncated {
@@ -150,6 +262,65 @@ mod tests {
         assert!(parse_reply::<Keep>("nothing").unwrap_err().contains("no JSON object"));
         assert!(parse_reply::<Keep>("{\"kept\": []}").unwrap_err().contains("missing field `keep`"));
         assert_eq!(parse_reply::<Keep>("```\n{\"keep\": [\"1.2\"]}\n```").unwrap().keep, vec!["1.2"]);
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Episodes {
+        episodes: Vec<Narrated>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Narrated {
+        group: u32,
+        narrative: String,
+        #[serde(default)]
+        title: String,
+    }
+
+    #[test]
+    fn a_reply_cut_in_a_loop_is_closed_after_its_last_sentence_without_the_repeats() {
+        let looped =
+            "{\n \"episodes\": [\n  {\"group\": 1, \"narrative\": \"Ana met Ben. They talked. Ben smiled. They \
+                      talked. Ben smiled. They talk";
+        let e: Episodes = repair_truncated(looped).expect("repaired");
+        assert_eq!(
+            e.episodes,
+            vec![Narrated {
+                group: 1,
+                narrative: "Ana met Ben. They talked. Ben smiled.".into(),
+                title: String::new()
+            }]
+        );
+        // Cut inside a key, after a comma: the partial entry goes.
+        let cut = "{\"episodes\": [{\"group\": 1, \"narrative\": \"Done.\"}, {\"gro";
+        let e: Episodes = repair_truncated(cut).expect("repaired");
+        assert_eq!(e.episodes.len(), 1);
+        let dangling = "{\"episodes\": [{\"group\": 1, \"narrative\": \"Done.\", \"title\":";
+        assert_eq!(repair_truncated::<Episodes>(dangling).unwrap().episodes[0].narrative, "Done.");
+        assert!(repair_truncated::<Episodes>("{\"episodes\": []}").is_none(), "complete JSON is not a truncation");
+        assert!(repair_truncated::<Keep>("no json").is_none());
+    }
+
+    #[test]
+    fn a_truncated_reply_is_repaired_and_counted_instead_of_asked_again() {
+        struct Cut;
+        #[async_trait::async_trait(?Send)]
+        impl crate::llm::Llm for Cut {
+            async fn chat(&self, _: &LlmRequest) -> Result<crate::llm::LlmReply> {
+                Ok(crate::llm::LlmReply {
+                    text: "{\"keep\": [\"1.1\", \"1.2\", \"1.".into(),
+                    usage: Usage::default(),
+                    latency_ms: 1.0,
+                    truncated: true,
+                })
+            }
+        }
+        let r: Structured<Keep> =
+            pollster::block_on(chat_json(&Cut, &LlmRequest::new(vec![ChatMessage::user("q")]))).unwrap();
+        assert_eq!(
+            (r.value.keep, r.calls, r.truncated, r.repaired),
+            (vec!["1.1".to_string(), "1.2".to_string()], 1, 1, 1)
+        );
     }
 
     #[test]
