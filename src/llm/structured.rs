@@ -41,23 +41,43 @@ pub fn extract_json_object(text: &str) -> Option<&str> {
     balanced_object(text)
 }
 
+/// Where a scan of JSON text is with respect to strings (escapes respected).
+#[derive(Default)]
+struct Strings {
+    open: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Feeds `c`; true when it belongs to a string (its quotes included), false when it is structure.
+    fn inside(&mut self, c: char) -> bool {
+        if self.open {
+            match c {
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.open = false,
+                _ => {}
+            }
+            true
+        } else if c == '"' {
+            self.open = true;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 fn balanced_object(text: &str) -> Option<&str> {
     let mut search = 0;
     while let Some(offset) = text[search..].find('{') {
         let start = search + offset;
-        let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+        let (mut depth, mut strings) = (0usize, Strings::default());
         for (i, c) in text[start..].char_indices() {
-            if in_str {
-                match c {
-                    _ if escaped => escaped = false,
-                    '\\' => escaped = true,
-                    '"' => in_str = false,
-                    _ => {}
-                }
+            if strings.inside(c) {
                 continue;
             }
             match c {
-                '"' => in_str = true,
                 '{' => depth += 1,
                 '}' => {
                     depth -= 1;
@@ -83,23 +103,16 @@ fn balanced_object(text: &str) -> Option<&str> {
 pub fn repair_truncated<T: DeserializeOwned>(text: &str) -> Option<T> {
     let start = text.find('{')?;
     let body = &text[start..];
-    let (mut stack, mut in_str, mut escaped) = (Vec::new(), false, false);
+    let (mut stack, mut strings) = (Vec::new(), Strings::default());
     let mut str_start = 0;
     for (i, c) in body.char_indices() {
-        if in_str {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_str = false,
-                _ => {}
+        if strings.inside(c) {
+            if c == '"' && strings.open {
+                str_start = i;
             }
             continue;
         }
         match c {
-            '"' => {
-                in_str = true;
-                str_start = i;
-            }
             '{' => stack.push('}'),
             '[' => stack.push(']'),
             '}' | ']' => {
@@ -111,7 +124,7 @@ pub fn repair_truncated<T: DeserializeOwned>(text: &str) -> Option<T> {
             _ => {}
         }
     }
-    let mut fixed = if in_str {
+    let mut fixed = if strings.open {
         // End the string at its last complete sentence; without one, drop it (and its key, if it is a value).
         let partial = &body[str_start + 1..];
         match partial.rfind(". ").map(|i| i + 1) {
