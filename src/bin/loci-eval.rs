@@ -576,9 +576,12 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let mut records = Vec::with_capacity(n);
         for corpus in &corpora {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+            // LoCoMo questions carry no date: they are asked after the conversation's last session (the model must
+            // not be told 1970, which it then answers with).
+            let last_session = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
             for q in &corpus.questions {
                 let gold = answers.get(&q.id).map(String::as_str).unwrap_or("");
-                let now = q.date.as_deref().and_then(session_time).unwrap_or(0.0);
+                let now = q.date.as_deref().and_then(session_time).unwrap_or(last_session + 86_400_000.0);
                 let judge = judge.as_ref().map(|j| j as &dyn loci::llm::Llm);
                 records.push(block_on(loci::eval::qa::answer_question(
                     memory,
