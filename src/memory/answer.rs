@@ -191,7 +191,11 @@ impl PrunedRecallPlan {
                             counters.prune.fallbacks += 1;
                             prune::extractive(&self.sessions, &self.extractive, chronological, &count)
                         } else {
-                            pruned
+                            // What it kept, and always each session's best unit.
+                            let kept = prune::with_best_units(&self.sessions, &pruned.sessions);
+                            let (context, sessions) = prune::render(&self.sessions, &kept, chronological);
+                            let tokens = count(&context);
+                            Pruned { sessions, context, tokens, ..pruned }
                         }
                     }
                     Err(e) => {
