@@ -61,6 +61,8 @@ pub fn segment(window: &[Line]) -> Vec<ChatMessage> {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Narrated {
     pub group: usize,
+    /// May be missing from a reply cut at the output cap (the narrator then titles it by date).
+    #[serde(default)]
     pub title: String,
     pub narrative: String,
     /// `YYYY-MM-DD` when the episode happened.
