@@ -57,7 +57,7 @@ mod cli {
                     [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
                     [--prune llm|extractive|none|nomemory]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
-                    [--sessions N] [--json PATH]
+                    [--sessions N] [--predict-threshold COSINE] [--json PATH]
                     [--limit N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
@@ -625,14 +625,26 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
     /// each session added as a chat adds it, then flushed; prints LLM calls, tokens, retries and failures per phase
     /// and per message, wall time, and the episodes and facts made (written whole with --json, for reading).
     fn distill_main() -> Result<(), String> {
-        let o =
-            options(&["data", "llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "sessions", "json"])?;
+        let o = options(&[
+            "data",
+            "llm-base-url",
+            "llm-model",
+            "llm-api-key",
+            "llm-context-tokens",
+            "sessions",
+            "predict-threshold",
+            "json",
+        ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
         let sessions: usize = o.get("sessions").map_or(Ok(4), |n| n.parse()).map_err(|_| "--sessions N")?;
         let corpus =
             locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?.into_iter().next().ok_or("no conversation")?;
         let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
-        let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
+        let mut distill = loci::distill::DistillConfig::default();
+        if let Some(t) = o.get("predict-threshold") {
+            distill.predict_threshold = t.parse().map_err(|_| "--predict-threshold COSINE")?;
+        }
+        let config = MemoryConfig { distill: Some(distill), ..Default::default() };
         let embedder = Embedder::new(tokenizer, runtime, config.embed).map_err(|e| e.to_string())?;
         let mut m = block_on(Memory::open(MemStore::new(), embedder, config)).map_err(|e| e.to_string())?;
         let started = std::time::Instant::now();
