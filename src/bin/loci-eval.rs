@@ -417,18 +417,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             let mut memory = block_on(Memory::open(MemStore::new(), embedder()?, config)).map_err(|e| e.to_string())?;
             for (i, session) in corpus.sessions.iter().enumerate() {
                 let time = session_time(&session.date).unwrap_or(i as f64 * 86_400_000.0);
-                let messages: Vec<MessageInput> = session
-                    .turns
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| MessageInput {
-                        speaker: Some(t.speaker.clone()),
-                        content: t.text.clone(),
-                        caption: t.caption.clone(),
-                        time: Some(TimeInput::Millis(time + j as f64 * 1000.0)),
-                        ..Default::default()
-                    })
-                    .collect();
+                let messages = session_messages(session, time, 1000.0);
                 block_on(memory.add_messages(&messages, Some(&session.id), time))
                     .map_err(|e| format!("{} {}: {e}", corpus.id, session.id))?;
                 bar.inc(session.turns.len() as u64);
@@ -652,18 +641,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let mut now = 0.0;
         for s in corpus.sessions.iter().take(sessions) {
             let start = session_time(&s.date).ok_or_else(|| format!("session date {:?}", s.date))?;
-            let msgs: Vec<MessageInput> = s
-                .turns
-                .iter()
-                .enumerate()
-                .map(|(i, t)| MessageInput {
-                    speaker: Some(t.speaker.clone()),
-                    content: t.text.clone(),
-                    caption: t.caption.clone(),
-                    time: Some(TimeInput::Millis(start + i as f64 * 60_000.0)),
-                    ..Default::default()
-                })
-                .collect();
+            let msgs = session_messages(s, start, 60_000.0);
             messages += msgs.len();
             now = start + msgs.len() as f64 * 60_000.0;
             block_on(m.add_messages(&msgs, Some(&s.id), now)).map_err(|e| e.to_string())?;
@@ -789,6 +767,18 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "best_earlier_fact_cosine": quantiles(earlier_best.clone()),
             "share_evoking_at": {"0.85": share(0.85), "0.70": share(0.70), "0.60": share(0.60), "0.55": share(0.55), "0.50": share(0.50), "0.45": share(0.45)},
         })
+    }
+
+    /// A benchmark session's turns as messages, `step_ms` apart from `start`.
+    fn session_messages(session: &loci::eval::EvalSession, start: f64, step_ms: f64) -> Vec<MessageInput> {
+        let message = |(i, t): (usize, &loci::eval::EvalTurn)| MessageInput {
+            speaker: Some(t.speaker.clone()),
+            content: t.text.clone(),
+            caption: t.caption.clone(),
+            time: Some(TimeInput::Millis(start + i as f64 * step_ms)),
+            ..Default::default()
+        };
+        session.turns.iter().enumerate().map(message).collect()
     }
 
     fn progress(len: u64, what: &str) -> ProgressBar {

@@ -198,34 +198,16 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
         usage.add(reply.usage);
         latency_ms += reply.latency_ms;
         truncated += reply.truncated as u32;
-        match parse_reply::<T>(&reply.text) {
-            Ok(value) => {
-                let s = Structured {
-                    value,
-                    calls: attempt,
-                    usage,
-                    latency_ms,
-                    truncated,
-                    shrunk: 0,
-                    cut: false,
-                    repaired: 0,
-                };
-                return Ok(s);
-            }
-            // A reply cut at the output cap (often a small model looping on one sentence) is closed after its last
-            // complete part rather than paid for again.
-            Err(_) if reply.truncated && repair_truncated::<T>(&reply.text).is_some() => {
-                let value = repair_truncated::<T>(&reply.text).expect("checked");
-                let s = Structured {
-                    value,
-                    calls: attempt,
-                    usage,
-                    latency_ms,
-                    truncated,
-                    shrunk: 0,
-                    cut: false,
-                    repaired: 1,
-                };
+        // A reply cut at the output cap (often a small model looping on one sentence) is closed after its last
+        // complete part rather than paid for again.
+        let parsed = parse_reply::<T>(&reply.text).map(|v| (v, 0)).or_else(|e| match reply.truncated {
+            true => repair_truncated::<T>(&reply.text).map(|v| (v, 1)).ok_or(e),
+            false => Err(e),
+        });
+        match parsed {
+            Ok((value, repaired)) => {
+                let s =
+                    Structured { value, calls: attempt, usage, latency_ms, truncated, shrunk: 0, cut: false, repaired };
                 return Ok(s);
             }
             Err(e) => {
