@@ -72,7 +72,11 @@ try {
   await statusStarts(page, "Replies come from");
   const answer = await chat(page, "Who is the physio?");
   assert.match(answer, /Okafor/);
-  assert.match(await page.textContent("#meters"), /· [1-9][0-9]* LLM calls, [1-9][0-9]* tokens/);
+  // The meters refresh after the status says "Replied" (the page's `finally`): wait for them, then check.
+  const spent = /· [1-9][0-9]* LLM calls, [1-9][0-9]* tokens/;
+  await page.waitForFunction((re) => new RegExp(re).test(document.querySelector("#meters").textContent), spent.source,
+    { timeout: 30_000 }).catch(() => {});
+  assert.match(await page.textContent("#meters"), spent);
   await page.screenshot({ path: join(shots, "chat.png"), fullPage: true });
   assert.ok(!(await page.evaluate(() => localStorage.getItem("loci-demo-llm"))).includes("sk-demo-secret"),
     "the API key is not persisted unless asked");
