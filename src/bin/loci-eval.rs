@@ -27,7 +27,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
     use std::cell::RefCell;
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
     use std::io::{Read, Write};
     use std::path::{Path, PathBuf};
     use std::rc::Rc;
@@ -55,10 +55,9 @@ mod cli {
        loci-eval prune --data LOCOMO_FILE [--budget RATIO] [--neighbours N] [--json PATH]
        loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
                     [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
-                    [--prune llm|extractive|none|nomemory]
+                    [--prune llm|extractive|none|nomemory] [--limit N | --per-category N] [--json PATH]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
-                    [--limit N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
@@ -539,6 +538,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "judge-api-key",
             "prune",
             "limit",
+            "per-category",
             "json",
         ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
@@ -549,6 +549,19 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         if let Some(n) = o.get("limit") {
             let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
             corpora.iter_mut().for_each(|c| c.questions.truncate(n));
+        }
+        // A stratified subset: the first N questions of each category in each conversation (`--per-category 1` is
+        // the documented real-model subset: 49 questions, every category in every conversation that has it).
+        if let Some(n) = o.get("per-category") {
+            let n: usize = n.parse().map_err(|_| "--per-category N (questions per category per conversation)")?;
+            for corpus in &mut corpora {
+                let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+                corpus.questions.retain(|q| {
+                    let count = taken.entry(q.category.clone()).or_default();
+                    *count += 1;
+                    *count <= n
+                });
+            }
         }
         let mut answer_options = loci::memory::AnswerOptions::default();
         // `--prune nomemory`: the baseline, the question without any memory.

@@ -41,7 +41,10 @@ pub struct DistillConfig {
     pub merge_floor: f32,
     /// K_s: facts a new episode may evoke for prediction (paper: 10).
     pub predict_facts: usize,
-    /// τ: cosine a fact needs to be evoked. The paper's 0.70 is Chroma's `1 − squared L2` = 2·cos − 1, i.e. 0.85.
+    /// τ: cosine a fact needs to be evoked. The paper's 0.70 (Chroma's `1 − squared L2` = 2·cos − 1, i.e. cosine
+    /// 0.85) was set for text-embedding-3-small; under MiniLM an episode and the facts distilled from it — a topic the
+    /// memory knows, by construction — sit at cosine 0.6–0.85 (docs/BENCHMARKS.md, "evocation calibration"), and
+    /// 0.85 evoked nothing on LoCoMo, so prediction never ran. Ours: 0.6.
     pub predict_threshold: f32,
     /// K_m: nearest facts a new fact is consolidated against (paper: 5).
     pub consolidate_candidates: usize,
@@ -63,7 +66,7 @@ impl Default for DistillConfig {
             merge_candidates: 5,
             merge_floor: 0.5,
             predict_facts: 10,
-            predict_threshold: 0.85,
+            predict_threshold: 0.6,
             consolidate_candidates: 5,
             consolidate_floor: 0.6,
             max_attempts: 5,
