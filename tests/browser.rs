@@ -153,8 +153,6 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
     delete("t-bad").await;
     let m = open_with(open_options("t-bad", "wasm", r#", "maxMessageChars": 50"#)).await.unwrap();
     let cases: &[(&str, &str)] = &[
-        (r#"[{"role": "user", "content": ""}]"#, "empty text"),
-        (r#"[{"role": "user", "content": "   "}]"#, "blank text"),
         (
             r#"[{"role": "user", "content": "this message is far longer than the fifty characters allowed"}]"#,
             "over the limit",
@@ -166,7 +164,7 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
         (r#"[{"role": "user", "content": "hi", "time": "2023-02-30"}]"#, "impossible date"),
         (r#"{"role": "user", "content": "hi"}"#, "not an array"),
         (r#"[]"#, "no messages"),
-        (r#"[{"role": "user", "content": "fine"}, {"role": "user", "content": ""}]"#, "one bad message in a batch"),
+        (r#"[{"role": "user", "content": "fine"}, {"role": "user", "content": 7}]"#, "one bad message in a batch"),
     ];
     for (input, why) in cases {
         let err = wait(m.add_messages(js(input), wasm_bindgen::JsValue::UNDEFINED)).await.expect_err(why);
@@ -182,6 +180,17 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
     assert_eq!(code(&err), "INVALID_INPUT");
     let err = wait(m.recall("ok".into(), js(r#"{"topK": 3}"#))).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT", "a misspelt option is refused, not ignored");
+    // Empty messages (an assistant turn that only called a tool) hold nothing: skipped and reported, not errors.
+    let report = wait(m.add_messages(
+        js(r#"[{"role": "user", "content": ""}, {"role": "assistant", "content": "   "}]"#),
+        wasm_bindgen::JsValue::UNDEFINED,
+    ))
+    .await
+    .expect("empty messages are skipped");
+    let skipped = js_sys::Array::from(&get(&report, "skipped"));
+    assert_eq!(skipped.length(), 2);
+    assert_eq!(num(&skipped.get(1), "index"), 1.0);
+    assert_eq!(js_sys::Array::from(&get(&report, "turnIds")).length(), 0);
     let stats = wait(m.stats()).await.unwrap();
     assert_eq!((num(&stats, "turns"), num(&stats, "units")), (0.0, 0.0));
     wait(m.close()).await.unwrap();
@@ -192,10 +201,23 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
         r#"{"name": "x", "unitMode": "triple"}"#,
         r#""alice""#,
         r#"{"name": "x", "embedder": {"modelURL": "m.onnx"}}"#,
+        r#"{"name": "x", "embedder": {"batchSize": 100000}}"#,
+        r#"{"name": "x", "embedder": {"maxWindows": 0}}"#,
     ] {
         let err = open_with(js(bad_open)).await.err().expect(bad_open);
         assert_eq!(code(&err), "INVALID_INPUT", "{bad_open}");
     }
+    // A download that claims more than any asset loci reads is refused before anything is allocated for it.
+    let response = |length: &str| {
+        let ctor = get(&js_sys::global(), "Response").unchecked_into::<js_sys::Function>();
+        let init = js(&format!(r#"{{"headers": {{"content-length": "{length}"}}}}"#));
+        let body = js_sys::Uint8Array::from(&[1u8, 2, 3][..]);
+        js_sys::Reflect::construct(&ctor, &js_sys::Array::of2(&body, &init)).unwrap()
+    };
+    let err = loci::assets::read_body(&response("99999999999999"), "huge.onnx", &|_, _| {}).await.unwrap_err();
+    assert_eq!(err.code(), "ASSET_FAILED");
+    assert!(err.to_string().contains("huge.onnx"), "{err}");
+    assert_eq!(loci::assets::read_body(&response("3"), "small", &|_, _| {}).await.unwrap(), vec![1, 2, 3]);
     let err = open_with(open_options("t-bad", "quantum", "")).await.err().unwrap();
     assert_eq!(code(&err), "INVALID_INPUT");
 }

@@ -108,4 +108,25 @@ async fn assets_are_checked_cached_and_reported() {
         .any(|e| get(&e, "phase").as_string().as_deref() == Some("model") && get(&e, "cached").as_f64() == Some(1.0));
     assert!(cached, "the second load came from Cache Storage");
     wait(m.close()).await.unwrap();
+
+    // The tokenizer is checked as the model is: a tokenizer that is not the expected file (here: the expectation
+    // is another file's) is refused, and neither the cached copy nor the download is kept under its URL.
+    let tokenizer_url = web_sys::Url::new_with_base(
+        "/www/assets/model/tokenizer.json",
+        &web_sys::window().unwrap().location().href().unwrap(),
+    )
+    .unwrap()
+    .href();
+    let hit = wait(lookup.call1(&cache, &tokenizer_url.clone().into()).unwrap().unchecked_into()).await.unwrap();
+    assert!(!hit.is_undefined(), "the tokenizer was cached by the opens above");
+    let bad = open_options("t-assets", "wasm", "");
+    js_sys::Reflect::set(&get(&bad, "embedder"), &"tokenizerSha256".into(), &"ab".repeat(32).into()).unwrap();
+    let err = open_with(bad).await.err().expect("tokenizer checksum mismatch refused");
+    assert_eq!(code(&err), "ASSET_FAILED");
+    assert!(format!("{err:?}").contains("tokenizer.json"), "{err:?}");
+    let hit = wait(lookup.call1(&cache, &tokenizer_url.into()).unwrap().unchecked_into()).await.unwrap();
+    assert!(hit.is_undefined(), "nothing is cached under the refused tokenizer's URL");
+    // The default expectation is the shipped file's: a plain open works (and caches it again).
+    let m = open_with(open_options("t-assets", "wasm", "")).await.expect("open after the refusal");
+    wait(m.close()).await.unwrap();
 }

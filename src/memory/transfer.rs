@@ -8,7 +8,7 @@ use super::Memory;
 use crate::embed::{Runtime, MODEL_ID};
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::types::{MessageInput, TimeInput, TimeMs};
+use crate::types::{InputLimits, MessageInput, TimeInput, TimeMs};
 
 /// Identifies the document type; `version` changes only with an incompatible layout.
 pub const EXPORT_FORMAT: &str = "loci-memory-export";
@@ -114,6 +114,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 })
                 .collect();
             for (j, m) in messages.iter().enumerate() {
+                if m.chars() > self.config.limits.max_call_chars {
+                    return Err(Error::invalid(format!("session {:?}: message {j} is over the size limit", s.id)));
+                }
                 crate::types::validate_message(m, j, &self.config.limits)
                     .map_err(|e| Error::invalid(format!("session {:?}: {e}", s.id)))?;
             }
@@ -125,14 +128,47 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             if self.session_index.contains_key(id) {
                 report.sessions_skipped += 1;
             } else {
-                for chunk in messages.chunks(self.config.limits.max_batch) {
-                    self.add_messages(chunk, Some(id), now).await?;
+                for chunk in call_sized(&messages, &self.config.limits) {
+                    report.turns_imported += self.add_messages(chunk, Some(id), now).await?.turn_ids.len();
                 }
                 report.sessions_imported += 1;
-                report.turns_imported += messages.len();
             }
             progress(done + 1, total);
         }
         Ok(report)
+    }
+}
+
+/// `messages` in runs that one `addMessages` call accepts: at most `max_batch` messages and `max_call_chars`
+/// characters each (every message alone fits: the caller checked).
+fn call_sized<'a>(messages: &'a [MessageInput], limits: &InputLimits) -> Vec<&'a [MessageInput]> {
+    let mut runs = Vec::new();
+    let (mut start, mut chars) = (0, 0);
+    for (i, m) in messages.iter().enumerate() {
+        let c = m.chars();
+        if i > start && (i - start == limits.max_batch || chars + c > limits.max_call_chars) {
+            runs.push(&messages[start..i]);
+            (start, chars) = (i, 0);
+        }
+        chars += c;
+    }
+    if start < messages.len() {
+        runs.push(&messages[start..]);
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn import_runs_stay_under_both_call_caps() {
+        let m = |n: usize| MessageInput { role: Some("user".into()), content: "x".repeat(n), ..Default::default() };
+        let limits = InputLimits { max_message_chars: 100, max_batch: 3, max_call_chars: 10 };
+        let messages = [m(4), m(4), m(4), m(1), m(1), m(1), m(1), m(10)];
+        let runs: Vec<usize> = call_sized(&messages, &limits).iter().map(|r| r.len()).collect();
+        assert_eq!(runs, vec![2, 3, 2, 1]);
+        assert!(call_sized(&[], &limits).is_empty());
     }
 }

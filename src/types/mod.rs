@@ -124,11 +124,21 @@ pub struct InputLimits {
     pub max_message_chars: usize,
     /// Maximum messages in one `addMessages` call.
     pub max_batch: usize,
+    /// Maximum characters (contents and captions) in one `addMessages` call: ten of the longest messages. More
+    /// at once is a mistake or an attack, not a chat; `import` splits its sessions to stay under it.
+    pub max_call_chars: usize,
 }
 
 impl Default for InputLimits {
     fn default() -> Self {
-        InputLimits { max_message_chars: 200_000, max_batch: 10_000 }
+        InputLimits { max_message_chars: 200_000, max_batch: 10_000, max_call_chars: 2_000_000 }
+    }
+}
+
+impl MessageInput {
+    /// Characters of its content and caption (what the call caps count).
+    pub fn chars(&self) -> usize {
+        self.content.chars().count() + self.caption.as_ref().map_or(0, |c| c.chars().count())
     }
 }
 
@@ -141,8 +151,9 @@ pub struct ValidMessage {
     pub time: Option<TimeMs>,
 }
 
-/// Checks one message; `index` names it in the error.
-pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) -> Result<ValidMessage> {
+/// Checks one message; `index` names it in the error. `Ok(None)`: nothing to store (blank content and no caption,
+/// e.g. an assistant turn that only called a tool), which the caller skips and reports rather than refuse the batch.
+pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) -> Result<Option<ValidMessage>> {
     let at = |msg: String| Error::invalid(format!("message {index}: {msg}"));
     let speaker = match (&m.speaker, &m.role) {
         (Some(s), _) if !s.trim().is_empty() => s.trim().to_string(),
@@ -152,8 +163,9 @@ pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) ->
     if speaker.chars().count() > 200 {
         return Err(at("`role`/`speaker` is longer than 200 characters".into()));
     }
-    if m.content.trim().is_empty() {
-        return Err(at("`content` is empty".into()));
+    let blank = |s: &str| s.trim().is_empty();
+    if blank(&m.content) && m.caption.as_deref().is_none_or(blank) {
+        return Ok(None);
     }
     let chars = m.content.chars().count();
     if chars > limits.max_message_chars {
@@ -173,7 +185,7 @@ pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) ->
         None => None,
         Some(t) => Some(parse_time(t).map_err(|e| at(e.to_string()))?),
     };
-    Ok(ValidMessage { speaker, text: m.content.clone(), caption, time })
+    Ok(Some(ValidMessage { speaker, text: m.content.clone(), caption, time }))
 }
 
 /// Parses a caller's time into epoch milliseconds.
@@ -232,20 +244,24 @@ mod tests {
     }
 
     #[test]
-    fn refuses_empty_and_oversized_content() {
-        let limits = InputLimits { max_message_chars: 10, max_batch: 5 };
-        assert_eq!(validate_message(&msg("  \n"), 0, &limits).unwrap_err().code(), "INVALID_INPUT");
+    fn skips_blank_content_and_refuses_oversized_content() {
+        let limits = InputLimits { max_message_chars: 10, max_batch: 5, max_call_chars: 100 };
+        assert_eq!(validate_message(&msg("  \n"), 0, &limits).unwrap(), None, "nothing to store");
+        let captioned = MessageInput { caption: Some("a dog".into()), ..msg("") };
+        assert_eq!(validate_message(&captioned, 0, &limits).unwrap().unwrap().caption.as_deref(), Some("a dog"));
         let err = validate_message(&msg("12345678901"), 3, &limits).unwrap_err();
         assert!(err.to_string().contains("message 3"), "{err}");
-        assert!(validate_message(&msg("1234567890"), 0, &limits).is_ok());
+        assert!(validate_message(&msg("1234567890"), 0, &limits).unwrap().is_some());
     }
 
     #[test]
     fn needs_role_or_speaker() {
         let m = MessageInput { content: "hi".into(), ..Default::default() };
         assert!(validate_message(&m, 0, &InputLimits::default()).is_err());
+        let blank = MessageInput { content: "".into(), ..Default::default() };
+        assert!(validate_message(&blank, 0, &InputLimits::default()).is_err(), "a blank message still needs a role");
         let m = MessageInput { speaker: Some("Caroline".into()), content: "hi".into(), ..Default::default() };
-        assert_eq!(validate_message(&m, 0, &InputLimits::default()).unwrap().speaker, "Caroline");
+        assert_eq!(validate_message(&m, 0, &InputLimits::default()).unwrap().unwrap().speaker, "Caroline");
     }
 
     #[test]

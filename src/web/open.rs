@@ -179,7 +179,9 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
             "device",
             "maxTokens",
             "batchSize",
+            "maxWindows",
             "modelSha256",
+            "tokenizerSha256",
             "cache",
         ],
         "embedder options",
@@ -200,6 +202,10 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     if let Some(b) = e.batch_size {
         embed_config.batch_size = b;
     }
+    if let Some(w) = e.max_windows {
+        embed_config.max_windows = w;
+    }
+    embed_config.validate()?;
     let mut config = MemoryConfig { embed: embed_config, distill: distill.map(|d| d.config), ..Default::default() };
     if let Some(m) = opts.unit_mode {
         config.unit_mode = m;
@@ -282,8 +288,14 @@ pub(super) async fn load_memory(
     let e = &opts.embedder;
     progress(on_progress, "tokenizer", Some(tokenizer_url));
     let use_cache = e.cache.unwrap_or(true);
+    let expected = |option: &Option<Option<String>>, default: &str| match option {
+        None => Some(default.to_string()),
+        Some(None) => None,
+        Some(Some(h)) => Some(h.to_lowercase()),
+    };
+    let tokenizer_sha = expected(&e.tokenizer_sha256, embed::TOKENIZER_SHA256);
     let tokenizer_bytes = assets::load(
-        &assets::AssetRequest { url: tokenizer_url, sha256: None, cache: use_cache },
+        &assets::AssetRequest { url: tokenizer_url, sha256: tokenizer_sha.as_deref(), cache: use_cache },
         &|loaded, total, cached| report_asset(on_progress, "tokenizer", tokenizer_url, loaded, total, cached),
     )
     .await?;
@@ -291,11 +303,7 @@ pub(super) async fn load_memory(
         String::from_utf8(tokenizer_bytes).map_err(|_| Error::Asset("tokenizer.json is not UTF-8".into()))?;
     let tokenizer = WordPiece::from_tokenizer_json(&tokenizer_json)?;
     progress(on_progress, "model", Some(model_url));
-    let model_sha = match &e.model_sha256 {
-        None => Some(embed::MODEL_SHA256.to_string()),
-        Some(None) => None,
-        Some(Some(h)) => Some(h.to_lowercase()),
-    };
+    let model_sha = expected(&e.model_sha256, embed::MODEL_SHA256);
     let model = assets::load(
         &assets::AssetRequest { url: model_url, sha256: model_sha.as_deref(), cache: use_cache },
         &|loaded, total, cached| report_asset(on_progress, "model", model_url, loaded, total, cached),

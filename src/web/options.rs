@@ -146,9 +146,13 @@ pub(super) struct EmbedderOptions {
     pub(super) device: Option<DeviceChoice>,
     pub(super) max_tokens: Option<usize>,
     pub(super) batch_size: Option<usize>,
+    pub(super) max_windows: Option<usize>,
     /// Expected SHA-256 of the model (default: the int8 all-MiniLM-L6-v2); `null` skips the check.
     #[serde(default, deserialize_with = "nullable")]
     pub(super) model_sha256: Option<Option<String>>,
+    /// Expected SHA-256 of the tokenizer (default: the model's own `tokenizer.json`); `null` skips the check.
+    #[serde(default, deserialize_with = "nullable")]
+    pub(super) tokenizer_sha256: Option<Option<String>>,
     /// Keep the model and tokenizer in Cache Storage (default true).
     pub(super) cache: Option<bool>,
 }
