@@ -646,4 +646,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     pub fn into_store(self) -> S {
         self.store
     }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
 }

@@ -106,9 +106,13 @@ export type LlmCallback = (request: {
 }) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number }; finishReason?: string } | string>;
 
 export interface ProgressEvent {
-  /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself). */
-  phase: "tokenizer" | "model" | "runtime" | "storage" | "ready" | "indexed" | string;
+  /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself).
+   * `"closed"`: the memory closed itself because it lost its database (see `reason`); later calls get `CLOSED`. */
+  phase: "tokenizer" | "model" | "runtime" | "storage" | "ready" | "indexed" | "closed" | string;
   detail?: string;
+  /** With `"closed"`: `"versionchange"` (another tab opened a newer schema or is deleting the memory) or
+   * `"closed-by-browser"` (site data cleared, or a storage failure). */
+  reason?: "versionchange" | "closed-by-browser";
 }
 
 /**

@@ -6,6 +6,8 @@
 mod browser_common;
 
 use browser_common::*;
+use loci::web::Memory;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -129,4 +131,73 @@ async fn assets_are_checked_cached_and_reported() {
     // The default expectation is the shipped file's: a plain open works (and caches it again).
     let m = open_with(open_options("t-assets", "wasm", "")).await.expect("open after the refusal");
     wait(m.close()).await.unwrap();
+}
+
+/// `indexedDB.open(name, version)` from plain JS (another tab's code, or a newer loci), resolving to the connection.
+async fn raw_open(name: &str, version: u32) -> JsValue {
+    let open = js_sys::Function::new_with_args(
+        "name, version",
+        "return new Promise((resolve, reject) => { const r = indexedDB.open(name, version); \
+         r.onupgradeneeded = () => {}; r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); })",
+    );
+    let promise = open.call2(&JsValue::NULL, &name.into(), &version.into()).unwrap();
+    wait(promise.unchecked_into()).await.expect("raw open")
+}
+
+fn close_raw(db: &JsValue) {
+    let close = js_sys::Reflect::get(db, &"close".into()).unwrap().unchecked_into::<js_sys::Function>();
+    close.call0(db).unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn another_tabs_upgrade_or_delete_closes_this_memory_and_never_hangs() {
+    delete("t-vc").await;
+    let events = js_sys::Array::new();
+    let sink = events.clone();
+    let on_progress = wasm_bindgen::closure::Closure::<dyn Fn(JsValue)>::new(move |e| {
+        sink.push(&e);
+    });
+    let options = open_options("t-vc", "wasm", "");
+    js_sys::Reflect::set(&options, &"onProgress".into(), on_progress.as_ref().unchecked_ref()).unwrap();
+    let m = open_with(options).await.expect("open");
+    wait(m.add_messages(js(r#"[{"role": "user", "content": "hello from the old tab"}]"#), JsValue::UNDEFINED))
+        .await
+        .unwrap();
+
+    // A newer build opens the next schema: its open settles, because the old memory lets go of the database…
+    let newer = raw_open("loci:t-vc", 99).await;
+    let closed: Vec<JsValue> =
+        events.iter().filter(|e| get(e, "phase").as_string().as_deref() == Some("closed")).collect();
+    assert_eq!(closed.len(), 1, "the old memory said it closed");
+    assert_eq!(string(&closed[0], "reason"), "versionchange");
+    // …and the old memory's later calls are typed errors, not writes into a database it no longer holds.
+    let err =
+        wait(m.add_messages(js(r#"[{"role": "user", "content": "late"}]"#), JsValue::UNDEFINED)).await.unwrap_err();
+    assert_eq!(code(&err), "CLOSED");
+    let err = wait(m.recall("hello".into(), JsValue::UNDEFINED)).await.unwrap_err();
+    assert_eq!(code(&err), "CLOSED");
+    wait(m.close()).await.expect("close after the loss is harmless");
+    close_raw(&newer);
+
+    // Deleting a memory that is open: the memory lets go, the deletion resolves.
+    delete("t-vc").await;
+    let open_one = open("t-vc").await;
+    wait(Memory::delete_database("t-vc".into())).await.expect("the deletion of an open memory resolves");
+    let err = wait(open_one.stats()).await.unwrap_err();
+    assert_eq!(code(&err), "CLOSED");
+
+    // A connection that ignores `versionchange` (other code on the page) blocks a deletion: a typed error within
+    // seconds, never a hang; the deletion stays queued and happens when that connection closes.
+    let stubborn = raw_open("loci:t-vc", 1).await;
+    let started = js_sys::Date::now();
+    let err = wait(Memory::delete_database("t-vc".into())).await.expect_err("blocked");
+    assert_eq!(code(&err), "BLOCKED_BY_OTHER_TAB");
+    let waited = js_sys::Date::now() - started;
+    assert!(waited < 10_000.0, "gave up after {waited} ms");
+    close_raw(&stubborn);
+    delete("t-vc").await;
+    // The memory opens again afresh.
+    let again = open("t-vc").await;
+    assert_eq!(num(&wait(again.stats()).await.unwrap(), "turns"), 0.0);
+    wait(again.close()).await.unwrap();
 }

@@ -21,8 +21,9 @@
 //! record per turn in `turns`, per unit in `units`; in schema 1 each unit record also carries its vectors as a
 //! `Float32Array`) is rewritten into chunks, and the old stores emptied, in one transaction.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 use async_trait::async_trait;
 use idb::{Database, KeyPath, ObjectStore, Query, TransactionMode};
@@ -52,6 +53,25 @@ const ALL: [&str; 9] = [META, SESSIONS, TURNS, UNITS, TURN_CHUNKS, VECTORS, EPIS
 const META_KEY: &str = "meta";
 const DISTILL_KEY: &str = "distill";
 
+/// How long `delete` waits on a connection that blocks it before it says so.
+pub const DELETE_BLOCKED_MS: i32 = 3_000;
+
+/// Resolves after `ms` milliseconds (`setTimeout`: pages and workers).
+async fn timeout(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let set_timeout = Reflect::get(&js_sys::global(), &"setTimeout".into()).ok();
+        match set_timeout.as_ref().and_then(|f| f.dyn_ref::<js_sys::Function>()) {
+            Some(f) => {
+                let _ = f.call2(&JsValue::NULL, &resolve, &JsValue::from(ms));
+            }
+            None => {
+                let _ = resolve.call0(&JsValue::NULL);
+            }
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
 /// Maps an IndexedDB failure to loci's error, recognising the quota case.
 fn idb_err(context: &str, e: impl std::fmt::Display) -> Error {
     let msg = format!("{context}: {e}");
@@ -71,12 +91,74 @@ fn de<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T> {
     serde_wasm_bindgen::from_value(v).map_err(|e| Error::Storage(format!("a stored {what} is damaged: {e}")))
 }
 
+/// Why a connection was lost, as [`ConnectionWatch`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// Another tab opened a newer schema of this database, or is deleting it: this connection closed itself so
+    /// that the other can go ahead (otherwise both would wait: the upgrade or delete is `blocked` until we close).
+    VersionChange,
+    /// The browser closed it (the user cleared site data, or the storage failed).
+    ClosedByBrowser,
+}
+
+impl Lost {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lost::VersionChange => "versionchange",
+            Lost::ClosedByBrowser => "closed-by-browser",
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Lost::VersionChange => "another tab is upgrading or deleting this memory's database; open it again",
+            Lost::ClosedByBrowser => {
+                "the browser closed this memory's database (site data cleared or a storage failure)"
+            }
+        }
+    }
+}
+
+/// Tells the memory's owner that its connection is gone, once. The events arrive on the database connection at any
+/// time; the owner (the web layer) subscribes after open, and learns of a loss that came first at once.
+#[derive(Clone, Default)]
+pub struct ConnectionWatch {
+    lost: Rc<Cell<Option<Lost>>>,
+    hook: Rc<RefCell<Option<Box<dyn FnOnce(Lost)>>>>,
+}
+
+impl ConnectionWatch {
+    pub fn lost(&self) -> Option<Lost> {
+        self.lost.get()
+    }
+
+    /// Runs `f` when the connection is lost (now, if it already is).
+    pub fn on_lost(&self, f: impl FnOnce(Lost) + 'static) {
+        match self.lost.get() {
+            Some(reason) => f(reason),
+            None => *self.hook.borrow_mut() = Some(Box::new(f)),
+        }
+    }
+
+    fn fire(&self, reason: Lost) {
+        if self.lost.get().is_some() {
+            return;
+        }
+        self.lost.set(Some(reason));
+        let hook = self.hook.borrow_mut().take();
+        if let Some(f) = hook {
+            f(reason);
+        }
+    }
+}
+
 /// An IndexedDB-backed memory.
 pub struct IdbStore {
     db: Database,
     name: String,
     /// Vector dimension: the model's, or the stored meta's once seen (tests store tiny vectors).
     dim: Cell<usize>,
+    watch: ConnectionWatch,
 }
 
 impl IdbStore {
@@ -87,7 +169,7 @@ impl IdbStore {
 
     /// Opens (creating on first use, adding the object stores an older database lacks) the database of memory `name`.
     pub async fn open(name: &str) -> Result<Self> {
-        let db = Database::builder(&Self::database_name(name))
+        let mut db = Database::builder(&Self::database_name(name))
             .version(DB_VERSION)
             .add_object_store(idb::builder::ObjectStoreBuilder::new(META))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(SESSIONS).key_path(Some(KeyPath::new_single("id"))))
@@ -106,17 +188,60 @@ impl IdbStore {
                 }
                 e => idb_err("opening IndexedDB", e),
             })?;
-        Ok(IdbStore { db, name: name.to_string(), dim: Cell::new(DIM) })
+        let watch = ConnectionWatch::default();
+        let on_change = watch.clone();
+        db.on_version_change(move |event| {
+            // Close at once: the other tab's upgrade or delete waits (`blocked`) until every connection closes.
+            if let Ok(close) =
+                Reflect::get(&Reflect::get(&event, &"target".into()).unwrap_or_default(), &"close".into())
+            {
+                if let Some(close) = close.dyn_ref::<js_sys::Function>() {
+                    let _ = close.call0(&Reflect::get(&event, &"target".into()).unwrap_or_default());
+                }
+            }
+            on_change.fire(Lost::VersionChange);
+        });
+        let on_close = watch.clone();
+        db.on_close(move |_| on_close.fire(Lost::ClosedByBrowser));
+        Ok(IdbStore { db, name: name.to_string(), dim: Cell::new(DIM), watch })
     }
 
-    /// Deletes the whole database of memory `name` (it must not be open).
+    /// What tells the owner that this connection was lost.
+    pub fn watch(&self) -> ConnectionWatch {
+        self.watch.clone()
+    }
+
+    /// Deletes the whole database of memory `name`. A memory open on it (in this tab or another) closes itself on
+    /// the request's `versionchange`; a connection that does not (an older loci, other code) blocks the deletion:
+    /// after [`DELETE_BLOCKED_MS`] of that, a `BLOCKED_BY_OTHER_TAB` error says so rather than wait for ever
+    /// (IndexedDB keeps the deletion queued: it happens when that connection closes).
     pub async fn delete(name: &str) -> Result<()> {
         let factory = idb::Factory::new().map_err(|e| idb_err("IndexedDB unavailable", e))?;
-        factory
-            .delete(&Self::database_name(name))
-            .map_err(|e| idb_err("deleting the database", e))?
-            .await
-            .map_err(|e| idb_err("deleting the database", e))
+        let mut request =
+            factory.delete(&Self::database_name(name)).map_err(|e| idb_err("deleting the database", e))?;
+        let (blocked_tx, blocked_rx) = futures::channel::oneshot::channel::<()>();
+        let blocked_tx = RefCell::new(Some(blocked_tx));
+        request.on_blocked(move |_| {
+            if let Some(tx) = blocked_tx.borrow_mut().take() {
+                let _ = tx.send(());
+            }
+        });
+        let gave_up = async move {
+            if blocked_rx.await.is_err() {
+                return futures::future::pending().await; // never blocked: the deletion decides
+            }
+            timeout(DELETE_BLOCKED_MS).await
+        };
+        futures::pin_mut!(gave_up);
+        let done = std::future::IntoFuture::into_future(request);
+        futures::pin_mut!(done);
+        match futures::future::select(done, gave_up).await {
+            futures::future::Either::Left((done, _)) => done.map_err(|e| idb_err("deleting the database", e)),
+            futures::future::Either::Right(_) => Err(Error::BlockedByOtherTab(format!(
+                "memory {name:?} is held open elsewhere by a connection that does not close for a deletion; close \
+                 that tab (the deletion stays queued and happens then)"
+            ))),
+        }
     }
 
     pub fn name(&self) -> &str {

@@ -31,7 +31,7 @@ use crate::memory::{self, JobOutcome, JobStep, MemoryConfig, RecallOptions};
 use crate::memory::{AnswerOptions, DistillProgress, DistilledRecallOptions, FlushReport, PruneOptions};
 use crate::recall::prune::PruneMode;
 use crate::recall::RecallMethod;
-use crate::store::idb::IdbStore;
+use crate::store::idb::{ConnectionWatch, IdbStore};
 use crate::text::WordPiece;
 use crate::types::{parse_time, InputLimits, MessageInput, TimeInput, UnitMode};
 
@@ -142,7 +142,9 @@ impl Memory {
         future_to_promise(async move { open_inner(options).await.map(JsValue::from).map_err(js_error) })
     }
 
-    /// Deletes the IndexedDB database of memory `name` (close it first).
+    /// Deletes the IndexedDB database of memory `name`. A memory open on it, here or in another tab, closes itself
+    /// (`onProgress` `{ phase: "closed" }`); a connection that holds on (other code, an older loci) makes this fail
+    /// with `BLOCKED_BY_OTHER_TAB` after 3 s instead of waiting for ever.
     #[wasm_bindgen(js_name = deleteDatabase, unchecked_return_type = "Promise<void>")]
     pub fn delete_database(name: String) -> Promise {
         spawn(async move { IdbStore::delete(&name).await.map(|_| JsValue::UNDEFINED) })

@@ -247,7 +247,9 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                     return Err(e);
                 }
             };
+            let watch = core.store().watch();
             let shared = Shared::new(core);
+            close_when_lost(&watch, &shared, &release_lock, &progress_callback);
             let llm = Rc::new(RefCell::new(llm));
             let jobs = JobRunner {
                 shared: shared.clone(),
@@ -328,6 +330,29 @@ pub(super) async fn load_memory(
     let core = memory::Memory::open(store, embedder, config).await?;
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))
+}
+
+/// When the connection is lost (another tab upgrades or deletes the database, or the browser closes it), the memory
+/// closes as `close()` would — later calls get `CLOSED` — and tells `onProgress` `{ phase: "closed", reason,
+/// detail }`.
+fn close_when_lost(watch: &ConnectionWatch, shared: &Shared, release_lock: &Function, on_progress: &Option<Function>) {
+    let (shared, release_lock, on_progress) = (shared.clone(), release_lock.clone(), on_progress.clone());
+    watch.on_lost(move |reason| {
+        let closing = shared.close();
+        if let Some(f) = &on_progress {
+            let event = js_sys::Object::new();
+            let _ = Reflect::set(&event, &"phase".into(), &"closed".into());
+            let _ = Reflect::set(&event, &"reason".into(), &reason.as_str().into());
+            let _ = Reflect::set(&event, &"detail".into(), &reason.message().into());
+            let _ = f.call1(&JsValue::NULL, &event);
+        }
+        wasm_bindgen_futures::spawn_local(async move {
+            if let Some(store) = closing.await {
+                store.close();
+                let _ = release_lock.call0(&JsValue::NULL);
+            }
+        });
+    });
 }
 
 /// Builds the lexical (BM25) index of an opened memory in slices, yielding to the page between them, then tells
