@@ -11,6 +11,8 @@ export interface OpenOptions {
   maxMessageChars?: number;
   /** Without an explicit session, a pause longer than this starts a new session (default 30). */
   sessionGapMinutes?: number;
+  /** How each write commits (default `"strict"`: acknowledged means on disk). */
+  durability?: Durability;
   /**
    * Nemori distillation: turns are queued (durably, with the turns) for segmentation into episodes and facts. The
    * jobs run in the background with the configured LLM as soon as a window fills (and resume after a reload);
@@ -45,6 +47,13 @@ export interface DistillOptions {
 }
 
 /** Where the model assets are (defaults: a self-hosted layout relative to the page). */
+/**
+ * How IndexedDB commits each write. `"strict"` (default): an acknowledged write is on disk, and survives a power
+ * loss or an OS crash. `"relaxed"` (Chrome's own default): it survives a tab or browser crash, but a power loss or an
+ * OS crash in the seconds after a write can lose it. See docs/BENCHMARKS.md for what strict costs.
+ */
+export type Durability = "strict" | "relaxed";
+
 export interface EmbedderOptions {
   /** Default `assets/model/model.onnx` (all-MiniLM-L6-v2 int8). */
   modelUrl?: string;
@@ -388,6 +397,9 @@ export interface Stats {
     consolidate: PhaseCounters;
   };
   distill: DistillStats;
+  /** The origin's storage (`null` where the browser does not say): while `persisted` is false the browser may
+   * evict the whole memory under storage pressure; `persist()` asks it not to. */
+  storage: { persisted: boolean | null; usage: number | null; quota: number | null };
   [more: string]: unknown;
 }
 

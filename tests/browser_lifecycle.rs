@@ -201,3 +201,32 @@ async fn another_tabs_upgrade_or_delete_closes_this_memory_and_never_hangs() {
     assert_eq!(num(&wait(again.stats()).await.unwrap(), "turns"), 0.0);
     wait(again.close()).await.unwrap();
 }
+
+/// Writes commit with the durability asked for: `strict` by default (an acknowledged write is on disk), `relaxed`
+/// on request. Seen from IndexedDB itself: the `durability` of the transactions loci opens.
+#[wasm_bindgen_test]
+async fn writes_commit_with_the_durability_asked_for() {
+    let record = js_sys::Function::new_no_args(
+        "const seen = []; const original = IDBDatabase.prototype.transaction; \
+         IDBDatabase.prototype.transaction = function (...args) { const tx = original.apply(this, args); \
+           if (tx.mode === 'readwrite') seen.push(tx.durability); return tx; }; \
+         return { seen, restore: () => { IDBDatabase.prototype.transaction = original; } };",
+    )
+    .call0(&JsValue::NULL)
+    .unwrap();
+    let seen = || js_sys::Array::from(&get(&record, "seen")).iter().filter_map(|d| d.as_string()).collect::<Vec<_>>();
+    let add = r#"[{"role": "user", "content": "durable?"}]"#;
+    for (extra, want) in [("", "strict"), (r#", "durability": "relaxed""#, "relaxed")] {
+        delete("t-durable").await;
+        let before = seen().len();
+        let m = open_with(open_options("t-durable", "wasm", extra)).await.expect("open");
+        wait(m.add_messages(js(add), JsValue::UNDEFINED)).await.unwrap();
+        wait(m.close()).await.unwrap();
+        let used = seen()[before..].to_vec();
+        assert!(!used.is_empty() && used.iter().all(|d| d == want), "{extra:?}: {used:?}");
+    }
+    let restore = get(&record, "restore").unchecked_into::<js_sys::Function>();
+    restore.call0(&JsValue::NULL).unwrap();
+    let err = open_with(open_options("t-durable", "wasm", r#", "durability": "fast""#)).await.err().unwrap();
+    assert_eq!(code(&err), "INVALID_INPUT");
+}

@@ -53,11 +53,9 @@ async function refreshMeters() {
   const phases = Object.values(llm);
   const calls = phases.reduce((n, p) => n + p.calls, 0);
   const tokens = phases.reduce((n, p) => n + p.inputTokens + p.outputTokens, 0);
-  let storage = "";
-  if (navigator.storage && navigator.storage.estimate) {
-    const { usage } = await navigator.storage.estimate();
-    storage = ` · storage ${(usage / 1e6).toFixed(1)} MB`;
-  }
+  const storage = stats.storage.usage === null ? "" : ` · storage ${(stats.storage.usage / 1e6).toFixed(1)} MB`;
+  // Not persistent: the browser may evict the whole memory under storage pressure; offer to ask it not to.
+  $("storage-warning").hidden = stats.storage.persisted !== false;
   $("meters").textContent = `embedding on ${stats.device} · LLM ${memory.hasLlm ? "on" : "off"} · ${calls} LLM calls, ` +
     `${tokens} tokens${storage}`;
   $("stats").textContent = `${stats.sessions} sessions · ${stats.turns} turns · ${stats.units} units · ${stats.model}`;
@@ -271,6 +269,7 @@ async function main() {
     distill: true,
     onProgress: (e) => {
       if (e.phase === "distill") return distillProgress(e);
+      if (e.phase === "closed") return setStatus(`Memory closed: ${e.detail} Reload the page.`, true);
       if (e.phase === "indexed") return; // the lexical index, built after open; nothing to show
       $("progress").value = phases.indexOf(e.phase) + 1;
       setStatus(e.phase === "ready" ? `Ready on ${e.detail}.` : `Loading ${e.phase}…`);
@@ -286,6 +285,11 @@ async function main() {
   $("export").addEventListener("click", exportMemory);
   $("import").addEventListener("change", importMemory);
   $("forget").addEventListener("click", forget);
+  $("persist").addEventListener("click", async () => {
+    const kept = await memory.persist();
+    setStatus(kept ? "The browser will keep this memory." : "The browser declined to make storage persistent.", !kept);
+    await refreshMeters();
+  });
   $("distill").addEventListener("click", distill);
   restoreSettings();
   await refreshMeters();

@@ -152,9 +152,33 @@ impl ConnectionWatch {
     }
 }
 
+/// How a write transaction commits (IndexedDB's `durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Committed means flushed to disk: an acknowledged write survives a power loss or an OS crash. The default.
+    #[default]
+    Strict,
+    /// Committed means handed to the OS (Chrome's default since 121): survives a tab or browser crash, not a power
+    /// loss or an OS crash in the seconds after.
+    Relaxed,
+}
+
+impl Durability {
+    fn as_str(self) -> &'static str {
+        match self {
+            Durability::Strict => "strict",
+            Durability::Relaxed => "relaxed",
+        }
+    }
+}
+
 /// An IndexedDB-backed memory.
 pub struct IdbStore {
     db: Database,
+    /// The same connection as web-sys sees it: the `idb` crate's `transaction` takes no durability option.
+    raw: web_sys::IdbDatabase,
+    durability: Durability,
     name: String,
     /// Vector dimension: the model's, or the stored meta's once seen (tests store tiny vectors).
     dim: Cell<usize>,
@@ -169,7 +193,12 @@ impl IdbStore {
 
     /// Opens (creating on first use, adding the object stores an older database lacks) the database of memory `name`.
     pub async fn open(name: &str) -> Result<Self> {
-        let mut db = Database::builder(&Self::database_name(name))
+        Self::open_with(name, Durability::default()).await
+    }
+
+    /// [`open`](Self::open) with the durability of its writes.
+    pub async fn open_with(name: &str, durability: Durability) -> Result<Self> {
+        let db = Database::builder(&Self::database_name(name))
             .version(DB_VERSION)
             .add_object_store(idb::builder::ObjectStoreBuilder::new(META))
             .add_object_store(idb::builder::ObjectStoreBuilder::new(SESSIONS).key_path(Some(KeyPath::new_single("id"))))
@@ -188,6 +217,8 @@ impl IdbStore {
                 }
                 e => idb_err("opening IndexedDB", e),
             })?;
+        let raw: web_sys::IdbDatabase = db.into();
+        let mut db = Database::from(raw.clone());
         let watch = ConnectionWatch::default();
         let on_change = watch.clone();
         db.on_version_change(move |event| {
@@ -203,7 +234,26 @@ impl IdbStore {
         });
         let on_close = watch.clone();
         db.on_close(move |_| on_close.fire(Lost::ClosedByBrowser));
-        Ok(IdbStore { db, name: name.to_string(), dim: Cell::new(DIM), watch })
+        Ok(IdbStore { db, raw, durability, name: name.to_string(), dim: Cell::new(DIM), watch })
+    }
+
+    /// A readwrite transaction over every store, committing with this store's [`Durability`].
+    fn write_transaction(&self, context: &str) -> Result<idb::Transaction> {
+        let names: js_sys::Array = ALL.iter().map(|s| JsValue::from(*s)).collect();
+        let options = Object::new();
+        let _ = Reflect::set(&options, &"durability".into(), &self.durability.as_str().into());
+        let transaction = Reflect::get(&self.raw, &"transaction".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .ok_or_else(|| Error::Storage(format!("{context}: no IDBDatabase.transaction")))?;
+        let tx = transaction
+            .call3(&self.raw, &names, &"readwrite".into(), &options)
+            .map_err(|e| idb_err(context, format!("{e:?}")))?;
+        Ok(idb::Transaction::from(tx.unchecked_into::<web_sys::IdbTransaction>()))
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// What tells the owner that this connection was lost.
@@ -371,7 +421,7 @@ impl IdbStore {
         meta.schema = SCHEMA_VERSION;
         let batch =
             WriteBatch { meta: Some(meta.clone()), turns: turns.to_vec(), units: units.to_vec(), ..Default::default() };
-        let tx = self.db.transaction(&ALL, TransactionMode::ReadWrite).map_err(|e| idb_err("migrating", e))?;
+        let tx = self.write_transaction("migrating")?;
         let queued = async {
             for name in [TURNS, UNITS] {
                 Self::store(&tx, name)?.clear().map_err(|e| idb_err("migrating", e))?;
@@ -656,7 +706,7 @@ impl Store for IdbStore {
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
-        let tx = self.db.transaction(&ALL, TransactionMode::ReadWrite).map_err(|e| idb_err("writing", e))?;
+        let tx = self.write_transaction("writing")?;
         if let Err(e) = self.queue_write(&tx, &batch).await {
             // Requests already queued must not commit: a refused batch leaves nothing half-written.
             let _ = tx.abort();
@@ -671,7 +721,7 @@ impl Store for IdbStore {
     }
 
     async fn clear(&self) -> Result<()> {
-        let tx = self.db.transaction(&ALL, TransactionMode::ReadWrite).map_err(|e| idb_err("clearing", e))?;
+        let tx = self.write_transaction("clearing")?;
         for name in ALL {
             Self::store(&tx, name)?.clear().map_err(|e| idb_err("clearing", e))?;
         }

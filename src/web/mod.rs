@@ -58,6 +58,7 @@ fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
 mod jobs;
 mod open;
 mod options;
+mod storage;
 
 use jobs::*;
 use open::*;
@@ -285,14 +286,27 @@ impl Memory {
         self.llm.borrow().is_some()
     }
 
-    /// Counts and configuration: sessions, turns, units, vectors, model, device.
+    /// Counts and configuration: sessions, turns, units, vectors, model, device; and the origin's `storage`
+    /// (`persisted`, `usage`, `quota`).
     #[wasm_bindgen(unchecked_return_type = "Promise<Stats>")]
     pub fn stats(&self) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
-            let core = shared.lock().await?;
-            to_js(&core.stats()).map_err(|_| Error::invalid("encoding stats"))
+            let stats = {
+                let core = shared.lock().await?;
+                to_js(&core.stats()).map_err(|_| Error::invalid("encoding stats"))?
+            };
+            let storage = to_js(&storage::state().await).map_err(|_| Error::invalid("encoding stats"))?;
+            let _ = Reflect::set(&stats, &"storage".into(), &storage);
+            Ok(stats)
         })
+    }
+
+    /// Asks the browser to keep this origin's storage (`navigator.storage.persist()`): without it the browser may
+    /// evict the whole memory under storage pressure. Resolves to whether the storage is persistent now.
+    #[wasm_bindgen(unchecked_return_type = "Promise<boolean>")]
+    pub fn persist(&self) -> Promise {
+        spawn(async move { storage::persist().await.map(JsValue::from) })
     }
 
     /// All sessions, oldest first.

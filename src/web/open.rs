@@ -163,7 +163,17 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     // `onProgress` is a function, not data: read above, removed from a copy before the typed parse.
     check_keys(
         &options,
-        &["name", "embedder", "unitMode", "maxMessageChars", "sessionGapMinutes", "onProgress", "llm", "distill"],
+        &[
+            "name",
+            "embedder",
+            "unitMode",
+            "maxMessageChars",
+            "sessionGapMinutes",
+            "durability",
+            "onProgress",
+            "llm",
+            "distill",
+        ],
         "Memory.open options",
     )?;
     let llm_option = Reflect::get(&options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
@@ -326,7 +336,7 @@ pub(super) async fn load_memory(
     drop(model);
     let embedder = Embedder::new(tokenizer, runtime, config.embed)?;
     progress(on_progress, "storage", None);
-    let store = IdbStore::open(&opts.name).await?;
+    let store = IdbStore::open_with(&opts.name, opts.durability).await?;
     let core = memory::Memory::open(store, embedder, config).await?;
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))

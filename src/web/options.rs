@@ -39,6 +39,9 @@ pub(super) struct OpenOptions {
     pub(super) max_message_chars: Option<usize>,
     #[serde(default)]
     pub(super) session_gap_minutes: Option<f64>,
+    /// `"strict"` (default) or `"relaxed"`: how IndexedDB commits each write.
+    #[serde(default)]
+    pub(super) durability: crate::store::idb::Durability,
 }
 
 /// `distill` of `Memory.open` (`true` takes every default).

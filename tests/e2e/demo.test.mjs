@@ -55,6 +55,14 @@ try {
   await page.reload();
   await ready(page);
   assert.match(await page.textContent("#status"), /Ready: embedding on wasm/);
+  // The page warns while the browser may evict the memory (storage not persistent), and only then.
+  const storage = await page.evaluate(async () => (await window.loci.memory.stats()).storage);
+  assert.equal(typeof storage.persisted, "boolean", JSON.stringify(storage));
+  assert.ok(storage.quota > 0 && storage.usage >= 0, JSON.stringify(storage));
+  assert.equal(await page.isVisible("#storage-warning"), storage.persisted === false);
+  const kept = await page.evaluate(() => window.loci.memory.persist());
+  assert.equal(typeof kept, "boolean");
+  assert.equal((await page.evaluate(async () => (await window.loci.memory.stats()).storage)).persisted, kept);
 
   await page.click("#load-sample");
   await statusStarts(page, "Sample loaded");
