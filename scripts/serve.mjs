@@ -16,7 +16,8 @@ const types = {
 };
 const served = ["www", "pkg", "bench"]; // nothing else of the repository is exposed (bench: `npm run bench`)
 
-export function serve(listenPort = port) {
+/** Serves on `listenPort`; `extra` top-level folders are exposed too (the reliability tests serve `tests`). */
+export function serve(listenPort = port, extra = []) {
   const server = createServer((req, res) => {
     const url = new URL(req.url, "http://localhost");
     let path = decodeURIComponent(url.pathname);
@@ -29,7 +30,7 @@ export function serve(listenPort = port) {
     const top = file.slice(root.length + 1).split(sep)[0];
     let stat;
     try { stat = statSync(file); } catch { stat = null; }
-    if (!file.startsWith(root + sep) || !served.includes(top) || !stat || !stat.isFile()) {
+    if (!file.startsWith(root + sep) || ![...served, ...extra].includes(top) || !stat || !stat.isFile()) {
       res.writeHead(404, { "Content-Type": "text/plain" });
       return res.end("not found");
     }

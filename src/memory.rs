@@ -650,4 +650,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     pub fn store(&self) -> &S {
         &self.store
     }
+
+    /// Gives the store and the embedder back (to reopen over the same store without loading the model again).
+    pub fn into_parts(self) -> (S, Embedder<R>) {
+        (self.store, self.embedder)
+    }
 }

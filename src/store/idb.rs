@@ -72,13 +72,30 @@ async fn timeout(ms: i32) {
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
-/// Maps an IndexedDB failure to loci's error, recognising the quota case.
+/// Maps an IndexedDB failure to loci's error, recognising the quota case (the `idb` crate's errors carry the
+/// DOMException's name in their text).
 fn idb_err(context: &str, e: impl std::fmt::Display) -> Error {
     let msg = format!("{context}: {e}");
     if msg.contains("QuotaExceeded") || msg.to_lowercase().contains("quota") {
         Error::QuotaExceeded(msg)
     } else {
         Error::Storage(msg)
+    }
+}
+
+/// The `name` of a DOMException (or any error object).
+fn dom_name(e: &JsValue) -> Option<String> {
+    Reflect::get(e, &"name".into()).ok()?.as_string()
+}
+
+/// Maps a DOMException to loci's error by its name.
+fn dom_error(context: &str, e: &JsValue) -> Error {
+    let name = dom_name(e).unwrap_or_default();
+    let message = Reflect::get(e, &"message".into()).ok().and_then(|m| m.as_string()).unwrap_or_default();
+    let msg = format!("{context}: {name}: {message}");
+    match name.as_str() {
+        "QuotaExceededError" => Error::QuotaExceeded(msg),
+        _ => Error::Storage(msg),
     }
 }
 
@@ -173,11 +190,17 @@ impl Durability {
     }
 }
 
-/// An IndexedDB-backed memory.
-pub struct IdbStore {
+/// One connection to the database.
+struct Connection {
     db: Database,
     /// The same connection as web-sys sees it: the `idb` crate's `transaction` takes no durability option.
     raw: web_sys::IdbDatabase,
+}
+
+/// An IndexedDB-backed memory.
+pub struct IdbStore {
+    /// Replaced when the connection was closed under the memory (by other code): see [`IdbStore::write`].
+    conn: RefCell<Connection>,
     durability: Durability,
     name: String,
     /// Vector dimension: the model's, or the stored meta's once seen (tests store tiny vectors).
@@ -198,6 +221,13 @@ impl IdbStore {
 
     /// [`open`](Self::open) with the durability of its writes.
     pub async fn open_with(name: &str, durability: Durability) -> Result<Self> {
+        let watch = ConnectionWatch::default();
+        let conn = Self::connect(name, &watch).await?;
+        Ok(IdbStore { conn: RefCell::new(conn), durability, name: name.to_string(), dim: Cell::new(DIM), watch })
+    }
+
+    /// Opens a connection whose `versionchange` and `close` events go to `watch`.
+    async fn connect(name: &str, watch: &ConnectionWatch) -> Result<Connection> {
         let db = Database::builder(&Self::database_name(name))
             .version(DB_VERSION)
             .add_object_store(idb::builder::ObjectStoreBuilder::new(META))
@@ -219,7 +249,6 @@ impl IdbStore {
             })?;
         let raw: web_sys::IdbDatabase = db.into();
         let mut db = Database::from(raw.clone());
-        let watch = ConnectionWatch::default();
         let on_change = watch.clone();
         db.on_version_change(move |event| {
             // Close at once: the other tab's upgrade or delete waits (`blocked`) until every connection closes.
@@ -234,22 +263,45 @@ impl IdbStore {
         });
         let on_close = watch.clone();
         db.on_close(move |_| on_close.fire(Lost::ClosedByBrowser));
-        Ok(IdbStore { db, raw, durability, name: name.to_string(), dim: Cell::new(DIM), watch })
+        Ok(Connection { db, raw })
     }
 
-    /// A readwrite transaction over every store, committing with this store's [`Durability`].
-    fn write_transaction(&self, context: &str) -> Result<idb::Transaction> {
+    /// A readwrite transaction over every store, committing with this store's [`Durability`], and the same
+    /// transaction as a plain JS object (for its `error` after an abort). A connection closed under the memory —
+    /// by other code on the page, with no `close` event — is opened again once, unless it was lost for good
+    /// ([`ConnectionWatch`]: then the memory is closing).
+    async fn write_transaction(&self, context: &str) -> Result<(idb::Transaction, JsValue)> {
+        match self.begin_write() {
+            Err(e) if dom_name(&e).as_deref() == Some("InvalidStateError") && self.watch.lost().is_none() => {
+                let fresh = Self::connect(&self.name, &self.watch).await?;
+                *self.conn.borrow_mut() = fresh;
+                self.begin_write().map_err(|e| dom_error(context, &e))
+            }
+            r => r.map_err(|e| dom_error(context, &e)),
+        }
+    }
+
+    fn begin_write(&self) -> std::result::Result<(idb::Transaction, JsValue), JsValue> {
         let names: js_sys::Array = ALL.iter().map(|s| JsValue::from(*s)).collect();
         let options = Object::new();
         let _ = Reflect::set(&options, &"durability".into(), &self.durability.as_str().into());
-        let transaction = Reflect::get(&self.raw, &"transaction".into())
-            .ok()
-            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-            .ok_or_else(|| Error::Storage(format!("{context}: no IDBDatabase.transaction")))?;
-        let tx = transaction
-            .call3(&self.raw, &names, &"readwrite".into(), &options)
-            .map_err(|e| idb_err(context, format!("{e:?}")))?;
-        Ok(idb::Transaction::from(tx.unchecked_into::<web_sys::IdbTransaction>()))
+        let raw = self.conn.borrow().raw.clone();
+        let transaction = Reflect::get(&raw, &"transaction".into())?.dyn_into::<js_sys::Function>()?;
+        let tx = transaction.call3(&raw, &names, &"readwrite".into(), &options)?;
+        Ok((idb::Transaction::from(tx.clone().unchecked_into::<web_sys::IdbTransaction>()), tx))
+    }
+
+    /// Awaits a write transaction: `Ok` once committed; an abort is an error typed by the transaction's own
+    /// `error` (`QuotaExceededError` → `QUOTA_EXCEEDED`), so a quota never hides behind a generic failure.
+    async fn commit(tx: idb::Transaction, raw: &JsValue, context: &str) -> Result<()> {
+        let result = tx.await.map_err(|e| idb_err(context, e))?;
+        if result.is_committed() {
+            return Ok(());
+        }
+        match Reflect::get(raw, &"error".into()).ok().filter(|e| !e.is_null() && !e.is_undefined()) {
+            Some(error) => Err(dom_error(&format!("{context}: the transaction was aborted"), &error)),
+            None => Err(Error::Storage(format!("{context}: the transaction was aborted"))),
+        }
     }
 
     pub fn durability(&self) -> Durability {
@@ -300,7 +352,7 @@ impl IdbStore {
 
     /// Closes the connection (pending transactions finish first).
     pub fn close(&self) {
-        self.db.close();
+        self.conn.borrow().db.close();
     }
 
     fn store(tx: &idb::Transaction, name: &str) -> Result<ObjectStore> {
@@ -421,7 +473,7 @@ impl IdbStore {
         meta.schema = SCHEMA_VERSION;
         let batch =
             WriteBatch { meta: Some(meta.clone()), turns: turns.to_vec(), units: units.to_vec(), ..Default::default() };
-        let tx = self.write_transaction("migrating")?;
+        let (tx, raw) = self.write_transaction("migrating").await?;
         let queued = async {
             for name in [TURNS, UNITS] {
                 Self::store(&tx, name)?.clear().map_err(|e| idb_err("migrating", e))?;
@@ -432,17 +484,17 @@ impl IdbStore {
             let _ = tx.abort();
             return Err(e);
         }
-        let result = tx.await.map_err(|e| idb_err("migrating", e))?;
-        if result.is_committed() {
-            Ok(())
-        } else {
-            Err(Error::Storage("the migration transaction was aborted".into()))
-        }
+        Self::commit(tx, &raw, "migrating").await
     }
 
     /// Reads the schema 1–3 records: turns, and units (with their vectors when schema 1 kept them inline).
     async fn load_legacy(&self) -> Result<(Vec<Turn>, Vec<(Unit, Option<Rows>)>)> {
-        let tx = self.db.transaction(&[TURNS, UNITS], TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
+        let tx = self
+            .conn
+            .borrow()
+            .db
+            .transaction(&[TURNS, UNITS], TransactionMode::ReadOnly)
+            .map_err(|e| idb_err("reading", e))?;
         let turns_req = Self::store(&tx, TURNS)?.get_all(None, None).map_err(|e| idb_err("reading turns", e))?;
         let units_req = Self::store(&tx, UNITS)?.get_all(None, None).map_err(|e| idb_err("reading units", e))?;
         let turns = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
@@ -624,7 +676,12 @@ fn turn_chunk_of(turn: u64) -> u64 {
 impl Store for IdbStore {
     async fn load(&self) -> Result<Snapshot> {
         let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
-        let tx = self.db.transaction(&reading, TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
+        let tx = self
+            .conn
+            .borrow()
+            .db
+            .transaction(&reading, TransactionMode::ReadOnly)
+            .map_err(|e| idb_err("reading", e))?;
         // Every request is queued before the first is awaited: one round of eight requests, whatever the size.
         let meta_store = Self::store(&tx, META)?;
         let meta_req = meta_store.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
@@ -706,30 +763,20 @@ impl Store for IdbStore {
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
-        let tx = self.write_transaction("writing")?;
+        let (tx, raw) = self.write_transaction("writing").await?;
         if let Err(e) = self.queue_write(&tx, &batch).await {
             // Requests already queued must not commit: a refused batch leaves nothing half-written.
             let _ = tx.abort();
             return Err(e);
         }
-        let result = tx.await.map_err(|e| idb_err("committing", e))?;
-        if result.is_committed() {
-            Ok(())
-        } else {
-            Err(Error::Storage("the write transaction was aborted".into()))
-        }
+        Self::commit(tx, &raw, "writing").await
     }
 
     async fn clear(&self) -> Result<()> {
-        let tx = self.write_transaction("clearing")?;
+        let (tx, raw) = self.write_transaction("clearing").await?;
         for name in ALL {
             Self::store(&tx, name)?.clear().map_err(|e| idb_err("clearing", e))?;
         }
-        let result = tx.await.map_err(|e| idb_err("clearing", e))?;
-        if result.is_committed() {
-            Ok(())
-        } else {
-            Err(Error::Storage("the clear transaction was aborted".into()))
-        }
+        Self::commit(tx, &raw, "clearing").await
     }
 }
