@@ -16,8 +16,11 @@ const types = {
 };
 const served = ["www", "pkg", "bench"]; // nothing else of the repository is exposed (bench: `npm run bench`)
 
-/** Serves on `listenPort`; `extra` top-level folders are exposed too (the reliability tests serve `tests`). */
-export function serve(listenPort = port, extra = []) {
+/**
+ * Serves on `listenPort`; `extra` top-level folders are exposed too (the reliability and end-to-end tests serve
+ * `tests`), and `headers` are added to every response (the end-to-end test's Content-Security-Policy).
+ */
+export function serve(listenPort = port, extra = [], headers = {}) {
   const server = createServer((req, res) => {
     const url = new URL(req.url, "http://localhost");
     let path = decodeURIComponent(url.pathname);
@@ -40,6 +43,7 @@ export function serve(listenPort = port, extra = []) {
       "Cross-Origin-Opener-Policy": "same-origin",
       "Cross-Origin-Embedder-Policy": "require-corp",
       "Cache-Control": "no-cache",
+      ...headers,
     });
     createReadStream(file).pipe(res);
   });

@@ -21,9 +21,10 @@ const ORT_NATIVE = "1.32.0";
 const MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
 // The library checks both again in the page (src/embed/mod.rs: MODEL_SHA256, TOKENIZER_SHA256).
 const TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
+// The classic scripts load in a page; their ES module twins (.mjs) in a worker, without eval (src/embed/onnx.rs).
 const ORT_WEB_FILES = [
-  "ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
-  "ort.webgpu.min.js", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm",
+  "ort.wasm.min.js", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
+  "ort.webgpu.min.js", "ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm",
 ];
 
 const log = (msg) => console.log(`[setup] ${msg}`);
@@ -121,8 +122,9 @@ function onnxruntimeWeb() {
   const dist = join(root, "node_modules", "onnxruntime-web", "dist");
   if (!existsSync(dist)) throw new Error("node_modules/onnxruntime-web is missing: run `npm ci`");
   for (const f of ORT_WEB_FILES) copyIfChanged(join(dist, f), join(assets, "ort", f));
-  // wasm-bindgen-test-runner serves .mjs as octet-stream, which browsers refuse to import: tests use .js twins.
-  for (const f of ORT_WEB_FILES.filter((f) => f.endsWith(".mjs"))) {
+  // wasm-bindgen-test-runner serves .mjs as octet-stream, which browsers refuse to import: tests use .js twins of
+  // the Emscripten wrappers (not of ort.*.min.mjs, whose .js names are the classic scripts).
+  for (const f of ORT_WEB_FILES.filter((f) => f.startsWith("ort-wasm") && f.endsWith(".mjs"))) {
     copyIfChanged(join(dist, f), join(assets, "ort", f.replace(/\.mjs$/, ".js")));
   }
 }

@@ -150,19 +150,28 @@ mod web {
 
     #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
 // ort-web's loader injects onnxruntime-web with a <script> tag and checks `'ort' in window`: neither exists in a
-// Web Worker. There, a minimal stand-in evaluates the same classic script (`var ort = …`, strict mode, hence the
-// explicit export to globalThis) for the duration of the load only, then is removed so nothing else mistakes the
-// worker for a page. (A worker whose CSP forbids eval should load onnxruntime-web itself before opening.)
+// Web Worker. There, a minimal stand-in loads it for the duration of the load only, then is removed so nothing else
+// mistakes the worker for a page. It imports the ES module build beside the classic script (`ort.wasm.min.mjs`):
+// no eval, so a worker runs under a CSP without 'unsafe-eval'. Only where that file is missing or refused (a server
+// that sends .mjs with a wrong type) does it evaluate the classic script, which such a CSP forbids. The module's
+// exports are copied into a plain object: ort-web marks the `ort` global, and a module namespace cannot be marked.
 export function installWorkerLoader() {
   if (typeof document !== "undefined") return false;
   const load = async (src) => {
+    try {
+      globalThis.ort = Object.assign({}, await import(src.replace(/\.js$/, ".mjs")));
+      return;
+    } catch (_) { /* no module build here: the classic script below */ }
     const response = await fetch(src);
     if (!response.ok) throw new Error(`HTTP ${response.status} for ${src}`);
     (0, eval)(`${await response.text()}\n;globalThis.ort = ort;`);
   };
   globalThis.window = globalThis;
   globalThis.document = {
-    head: { appendChild(el) { load(el.src).then(() => el.fire("load", {}), (error) => el.fire("error", { error })); } },
+    head: { appendChild(el) {
+      if (!el.src) return; // ort-web's <link rel=preload> hints: nothing to load in a worker
+      load(el.src).then(() => el.fire("load", {}), (error) => el.fire("error", { error }));
+    } },
     createElement() {
       const listeners = {};
       return { src: "", setAttribute() {}, addEventListener(type, f) { (listeners[type] ||= []).push(f); },

@@ -20,7 +20,10 @@ const llmPort = await new Promise((ok) => llmServer.stdout.on("data", (d) => {
   if (m) ok(m[1]);
 }));
 const llmUrl = `http://127.0.0.1:${llmPort}/v1`;
-const server = await serve(0);
+// The demo runs under a strict Content-Security-Policy: no 'unsafe-eval', no 'unsafe-inline'; WebAssembly only.
+const csp = ["default-src 'self'", "script-src 'self' 'wasm-unsafe-eval'", "worker-src 'self'",
+  `connect-src 'self' http://127.0.0.1:${llmPort}`].join("; ");
+const server = await serve(0, ["tests"], { "Content-Security-Policy": csp });
 const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -48,6 +51,17 @@ try {
   page.on("request", (r) => requests.push(r.url()));
   page.on("pageerror", (e) => console.error("page error:", e.message));
   page.on("dialog", (d) => d.accept());
+  const consoleViolations = [];
+  const consoleText = [];
+  page.on("console", (m) => {
+    consoleText.push(m.text());
+    if (/Content Security Policy/.test(m.text())) consoleViolations.push(m.text());
+  });
+  await context.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener("securitypolicyviolation",
+      (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
+  });
 
   await page.goto(`${origin}/www/`);
   await ready(page);
@@ -116,6 +130,57 @@ try {
   assert.equal(await page.locator("#transcript img, #evidence img").count(), 0, "no element made from memory text");
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   await page.screenshot({ path: join(shots, "inert-markup.png"), fullPage: true });
+
+  // The API key typed above (a canary) is nowhere at rest: not in IndexedDB, Cache Storage, local or session
+  // storage, an export, or the console.
+  const canary = "sk-demo-secret";
+  const atRest = await page.evaluate(async (needle) => {
+    const found = [];
+    const text = (v) => { try { return JSON.stringify(v, (_, x) => ArrayBuffer.isView(x) ? Array.from(new Uint8Array(x.buffer)).map((b) => String.fromCharCode(b)).join("") : x); } catch { return String(v); } };
+    for (const { name } of await indexedDB.databases()) {
+      const db = await new Promise((ok, fail) => { const r = indexedDB.open(name); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+      for (const store of db.objectStoreNames) {
+        const all = await new Promise((ok, fail) => {
+          const r = db.transaction(store).objectStore(store).getAll(); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error);
+        });
+        if (text(all).includes(needle)) found.push(`IndexedDB ${name}/${store}`);
+      }
+      db.close();
+    }
+    for (const name of await caches.keys()) {
+      const cache = await caches.open(name);
+      for (const request of await cache.keys()) {
+        const body = new Uint8Array(await (await cache.match(request)).arrayBuffer());
+        if (request.url.includes(needle) || new TextDecoder("latin1").decode(body).includes(needle)) found.push(`Cache ${request.url}`);
+      }
+    }
+    for (const [label, storage] of [["localStorage", localStorage], ["sessionStorage", sessionStorage]]) {
+      for (let i = 0; i < storage.length; i++) {
+        const key = storage.key(i);
+        if (key.includes(needle) || storage.getItem(key).includes(needle)) found.push(`${label} ${key}`);
+      }
+    }
+    if (JSON.stringify(await window.loci.memory.export()).includes(needle)) found.push("export");
+    return found;
+  }, canary);
+  const inConsole = consoleText.filter((t) => t.includes(canary));
+  assert.deepEqual([...atRest, ...inConsole], [], "the API key is nowhere at rest");
+
+  // The policy is really in force (every response carries it), and nothing violated it.
+  assert.equal(await page.evaluate(() => fetch(location.href).then((r) => r.headers.get("content-security-policy"))), csp);
+  // No CSP violation in the page, over the whole run (events since the last load; the console since the first).
+  assert.deepEqual(await page.evaluate(() => window.cspViolations), [], "no securitypolicyviolation event");
+  assert.deepEqual(consoleViolations, [], "no CSP report in the console");
+
+  // loci in a module worker under the same CSP: onnxruntime-web loads without eval.
+  const workerPage = await context.newPage();
+  workerPage.on("console", (m) => /Content Security Policy/.test(m.text()) && consoleViolations.push(m.text()));
+  await workerPage.goto(`${origin}/tests/e2e/worker.html`);
+  const inWorker = await workerPage.evaluate(() => window.workerResult);
+  assert.deepEqual(inWorker, { top: "knee", violations: [] }, "a memory works in a worker under the strict CSP");
+  assert.deepEqual(await workerPage.evaluate(() => window.cspViolations), []);
+  assert.deepEqual(consoleViolations, [], "no CSP report in the console");
+  console.log(`e2e: 0 CSP violations under "${csp}" (page and worker); the API key found 0 times at rest`);
 
   const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !/^(data|blob):/.test(u));
   assert.deepEqual(foreign, [], "nothing leaves the page but calls to the user's endpoint");
