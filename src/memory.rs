@@ -148,6 +148,8 @@ pub struct Stats {
     pub vector_bytes: usize,
     /// Distillation: buffer, jobs (parked ones listed), episodes and facts.
     pub distill: DistillStats,
+    /// Stored records that did not decode and were set aside at open (kept, never deleted).
+    pub quarantined: Vec<crate::store::Quarantined>,
 }
 
 /// One memory.
@@ -176,6 +178,8 @@ pub struct Memory<S: Store, R: Runtime> {
     scratch: Vec<f32>,
     lexical_scratch: Vec<f32>,
     rank_scratch: recall::Scratch,
+    /// Records that did not decode at the last load.
+    quarantined: Vec<crate::store::Quarantined>,
 }
 
 impl<S: Store, R: Runtime> Memory<S, R> {
@@ -233,6 +237,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             rank_scratch: recall::Scratch::default(),
             distill: Default::default(),
             distill_epoch: 0,
+            quarantined: snapshot.quarantined,
         };
         let mut sessions = snapshot.sessions;
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
@@ -256,7 +261,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         memory.lexical_pending.reserve(snapshot.units.len());
         for su in snapshot.units {
             if !su.vectors.is_whole(DIM) {
-                return Err(Error::Storage(format!("unit {} has a damaged vector", su.unit.id)));
+                // Set aside like a record that does not decode: the rest opens.
+                memory.quarantined.push(crate::store::Quarantined {
+                    store: "vectors".into(),
+                    key: format!("unit {}", su.unit.id),
+                    reason: "a vector of the wrong length".into(),
+                });
+                continue;
             }
             if let Some(id) = memory.place_unit(su) {
                 memory.lexical_pending.push(id);
@@ -621,6 +632,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             llm: self.llm_counters,
             vector_bytes: self.vectors.bytes(),
             distill: self.distill_stats(),
+            quarantined: self.quarantined.clone(),
         }
     }
 

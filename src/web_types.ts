@@ -116,9 +116,13 @@ export type LlmCallback = (request: {
 
 export interface ProgressEvent {
   /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself).
-   * `"closed"`: the memory closed itself because it lost its database (see `reason`); later calls get `CLOSED`. */
-  phase: "tokenizer" | "model" | "runtime" | "storage" | "ready" | "indexed" | "closed" | string;
+   * `"closed"`: the memory closed itself because it lost its database (see `reason`); later calls get `CLOSED`.
+   * `"quarantined"`: stored records that did not decode were set aside (`count`, `detail`; see
+   * `stats().quarantined`); the rest opened. */
+  phase: "tokenizer" | "model" | "runtime" | "storage" | "quarantined" | "ready" | "indexed" | "closed" | string;
   detail?: string;
+  /** With `"quarantined"`: how many records were set aside. */
+  count?: number;
   /** With `"closed"`: `"versionchange"` (another tab opened a newer schema or is deleting the memory) or
    * `"closed-by-browser"` (site data cleared, or a storage failure). */
   reason?: "versionchange" | "closed-by-browser";
@@ -400,6 +404,9 @@ export interface Stats {
   /** The origin's storage (`null` where the browser does not say): while `persisted` is false the browser may
    * evict the whole memory under storage pressure; `persist()` asks it not to. */
   storage: { persisted: boolean | null; usage: number | null; quota: number | null };
+  /** Stored records that did not decode, set aside at open (kept in IndexedDB, never deleted; `forgetAll()` clears
+   * them with everything else). */
+  quarantined: { store: string; key: string; reason: string }[];
   [more: string]: unknown;
 }
 

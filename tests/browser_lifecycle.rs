@@ -230,3 +230,100 @@ async fn writes_commit_with_the_durability_asked_for() {
     let err = open_with(open_options("t-durable", "wasm", r#", "durability": "fast""#)).await.err().unwrap();
     assert_eq!(code(&err), "INVALID_INPUT");
 }
+
+/// Runs `body` (JS, with `db` the connection) in one readwrite transaction over `stores` of database `name`.
+async fn raw_write(name: &str, stores: &str, body: &str) {
+    let db = raw_open(name, 4).await;
+    let f = js_sys::Function::new_with_args(
+        "db",
+        &format!(
+            "return new Promise((ok, fail) => {{ const tx = db.transaction({stores}, 'readwrite'); \
+             tx.oncomplete = ok; tx.onabort = () => fail(tx.error); {body} }})"
+        ),
+    );
+    wait(f.call1(&JsValue::NULL, &db).unwrap().unchecked_into()).await.expect("raw write");
+    close_raw(&db);
+}
+
+fn quarantined(stats: &JsValue) -> Vec<String> {
+    js_sys::Array::from(&get(stats, "quarantined"))
+        .iter()
+        .map(|q| format!("{}/{}", string(&q, "store"), string(&q, "key")))
+        .collect()
+}
+
+/// Records that do not decode (garbage in a session, a job, an episode, a turn chunk) are set aside and reported;
+/// the rest opens and works; nothing is deleted without the user asking — a chunk whose slot a write must reuse is
+/// copied aside first.
+#[wasm_bindgen_test]
+async fn records_that_do_not_decode_are_set_aside_and_the_rest_opens() {
+    delete("t-corrupt").await;
+    let m = open("t-corrupt").await;
+    for (session, text) in [
+        ("hike", "We hiked up to the glacier lake."),
+        ("bread", "I baked sourdough bread."),
+        ("work", "The quarterly report is due."),
+    ] {
+        let messages =
+            format!(r#"[{{"role": "user", "content": "{text}"}}, {{"role": "assistant", "content": "Nice."}}]"#);
+        wait(m.add_messages(js(&messages), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    wait(m.close()).await.unwrap();
+    raw_write(
+        "loci:t-corrupt",
+        "['sessions', 'jobs', 'episodes']",
+        "tx.objectStore('sessions').put({ id: 'work', firstTime: 'garbage' }); \
+         tx.objectStore('jobs').put({ id: 999, kind: 42 }); tx.objectStore('episodes').put({ id: 998, nonsense: true });",
+    )
+    .await;
+
+    let events = js_sys::Array::new();
+    let sink = events.clone();
+    let on_progress = wasm_bindgen::closure::Closure::<dyn Fn(JsValue)>::new(move |e| {
+        sink.push(&e);
+    });
+    let options = open_options("t-corrupt", "wasm", "");
+    js_sys::Reflect::set(&options, &"onProgress".into(), on_progress.as_ref().unchecked_ref()).unwrap();
+    let m = open_with(options).await.expect("a damaged memory still opens");
+    let stats = wait(m.stats()).await.unwrap();
+    let mut set_aside = quarantined(&stats);
+    set_aside.sort();
+    assert_eq!(set_aside, ["episodes/998", "jobs/999", "sessions/work"]);
+    let event = events.iter().find(|e| string(e, "phase") == "quarantined").expect("onProgress was told");
+    assert_eq!(num(&event, "count"), 3.0);
+    // The rest works: its sessions recall, new messages are stored.
+    let r = wait(m.recall("sourdough".into(), js(r#"{"k": 1}"#))).await.unwrap();
+    assert_eq!(string(&js_sys::Array::from(&get(&r, "sessions")).get(0), "id"), "bread");
+    wait(m.add_messages(js(r#"[{"role": "user", "content": "Back from the lake."}]"#), js(r#"{"session": "hike"}"#)))
+        .await
+        .unwrap();
+    wait(m.close()).await.unwrap();
+    let m = open("t-corrupt").await;
+    assert_eq!(quarantined(&wait(m.stats()).await.unwrap()).len(), 3, "nothing was deleted");
+    wait(m.close()).await.unwrap();
+
+    // A turn chunk that does not decode: its turns are left out, and the write that reuses its slot copies it aside.
+    raw_write(
+        "loci:t-corrupt",
+        "['turnChunks']",
+        "tx.objectStore('turnChunks').put(new Uint8Array([0xff, 0, 0x13]), 0);",
+    )
+    .await;
+    let m = open("t-corrupt").await;
+    let stats = wait(m.stats()).await.unwrap();
+    assert!(quarantined(&stats).contains(&"turnChunks/0".to_string()), "{:?}", quarantined(&stats));
+    assert_eq!(num(&stats, "turns"), 0.0);
+    wait(m.add_messages(js(r#"[{"role": "user", "content": "A new day."}]"#), js(r#"{"session": "day"}"#)))
+        .await
+        .unwrap();
+    wait(m.close()).await.unwrap();
+    let m = open("t-corrupt").await;
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(num(&stats, "turns"), 1.0, "the new turn");
+    let aside = quarantined(&stats);
+    assert!(
+        aside.iter().any(|q| q.starts_with("turnChunks/quarantine:0@")),
+        "the damaged chunk, copied aside: {aside:?}"
+    );
+    wait(m.close()).await.unwrap();
+}

@@ -55,7 +55,8 @@ mod cli {
        loci-eval prune --data LOCOMO_FILE [--budget RATIO] [--neighbours N] [--json PATH]
        loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
                     [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
-                    [--prune llm|extractive|none|nomemory] [--limit N | --per-category N] [--json PATH]
+                    [--prune llm|extractive|none|nomemory] [--limit N | --per-category N] [--max-questions N]
+                    [--json PATH]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
@@ -539,6 +540,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "prune",
             "limit",
             "per-category",
+            "max-questions",
             "json",
         ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
@@ -561,6 +563,15 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     *count += 1;
                     *count <= n
                 });
+            }
+        }
+        // `--max-questions N`: the first N of the selection, in conversation order (a costly mode on part of the
+        // subset; its per-question records compare with the other modes' on the same questions).
+        if let Some(n) = o.get("max-questions") {
+            let mut left: usize = n.parse().map_err(|_| "--max-questions N")?;
+            for corpus in &mut corpora {
+                corpus.questions.truncate(left);
+                left -= corpus.questions.len();
             }
         }
         let mut answer_options = loci::memory::AnswerOptions::default();

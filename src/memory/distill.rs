@@ -548,6 +548,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Rebuilds the in-RAM state from the store (session numbers are positions, so removing one renumbers).
     async fn reload(&mut self) -> Result<()> {
         let snapshot = self.store.load().await?;
+        self.quarantined = snapshot.quarantined;
         self.sessions.clear();
         self.session_index.clear();
         self.session_turns.clear();

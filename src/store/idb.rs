@@ -30,7 +30,9 @@ use idb::{Database, KeyPath, ObjectStore, Query, TransactionMode};
 use js_sys::{Float32Array, Int8Array, Object, Reflect, Uint32Array, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::{Meta, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK};
+use super::{
+    Meta, Quarantined, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK,
+};
 use crate::embed::DIM;
 use crate::error::{Error, Result};
 use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
@@ -52,6 +54,35 @@ const ALL: [&str; 9] = [META, SESSIONS, TURNS, UNITS, TURN_CHUNKS, VECTORS, EPIS
 /// Keys in the `meta` store.
 const META_KEY: &str = "meta";
 const DISTILL_KEY: &str = "distill";
+/// A damaged chunk that a write has to rewrite is first copied aside under this key prefix (see `set_aside`), so
+/// that nothing is deleted without the user asking.
+const QUARANTINE_PREFIX: &str = "quarantine:";
+
+/// A record's key for a report: its `id` field, or the key it is stored under.
+fn key_text(v: &JsValue) -> String {
+    v.as_string().or_else(|| v.as_f64().map(|n| n.to_string())).unwrap_or_else(|| format!("{v:?}"))
+}
+
+/// Decodes each record of a store, setting aside (into `quarantined`) those that do not decode.
+fn decode_each<T: serde::de::DeserializeOwned>(
+    records: Vec<JsValue>,
+    store: &str,
+    what: &str,
+    quarantined: &mut Vec<Quarantined>,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        match de::<T>(r.clone(), what) {
+            Ok(v) => out.push(v),
+            Err(e) => quarantined.push(Quarantined {
+                store: store.into(),
+                key: Reflect::get(&r, &"id".into()).map(|k| key_text(&k)).unwrap_or_default(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    out
+}
 
 /// How long `delete` waits on a connection that blocks it before it says so.
 pub const DELETE_BLOCKED_MS: i32 = 3_000;
@@ -308,6 +339,38 @@ impl IdbStore {
         self.durability
     }
 
+    /// Names the chunks that did not decode at load (store, position in `getAll` order, reason) by their keys: one
+    /// more read, only when something is damaged.
+    async fn name_damaged(&self, damaged: Vec<(&str, usize, String)>) -> Result<Vec<Quarantined>> {
+        if damaged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tx = self
+            .conn
+            .borrow()
+            .db
+            .transaction(&[TURN_CHUNKS, VECTORS], TransactionMode::ReadOnly)
+            .map_err(|e| idb_err("reading", e))?;
+        let keys_of = |name: &str| {
+            Self::store(&tx, name)?.get_all_keys(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
+        };
+        let (turn_keys, vector_keys) = (keys_of(TURN_CHUNKS)?, keys_of(VECTORS)?);
+        let turn_keys = turn_keys.await.map_err(|e| idb_err("reading turns", e))?;
+        let vector_keys = vector_keys.await.map_err(|e| idb_err("reading vectors", e))?;
+        Ok(damaged
+            .into_iter()
+            .map(|(store, i, reason)| {
+                let keys = if store == TURN_CHUNKS { &turn_keys } else { &vector_keys };
+                let key = keys.get(i).map(key_text).unwrap_or_default();
+                let reason = match key.starts_with(QUARANTINE_PREFIX) {
+                    true => format!("copied aside before its slot was rewritten: {reason}"),
+                    false => reason,
+                };
+                Quarantined { store: store.into(), key, reason }
+            })
+            .collect())
+    }
+
     /// What tells the owner that this connection was lost.
     pub fn watch(&self) -> ConnectionWatch {
         self.watch.clone()
@@ -406,7 +469,14 @@ impl IdbStore {
         let mut turns: BTreeMap<u64, BTreeMap<u64, Turn>> = BTreeMap::new();
         for (c, req) in turn_reads {
             let record = req.await.map_err(|e| idb_err("reading turns", e))?;
-            turns.insert(c, turns_from_js(record)?);
+            let chunk = match turns_from_js(record.clone()) {
+                Ok(chunk) => chunk,
+                Err(_) => {
+                    set_aside(tx, TURN_CHUNKS, &(c as f64).to_string(), record)?;
+                    BTreeMap::new()
+                }
+            };
+            turns.insert(c, chunk);
         }
         for t in &batch.turns {
             if let Some(c) = turns.get_mut(&turn_chunk_of(t.id)) {
@@ -437,12 +507,15 @@ impl IdbStore {
         for (c, req) in unit_reads {
             let record = req.await.map_err(|e| idb_err("reading vectors", e))?;
             let chunk = match record {
-                Some(r) if !r.is_undefined() => Chunk::from_js(&r)?,
+                Some(r) if !r.is_undefined() => match Chunk::from_js(&r) {
+                    Ok(chunk) if chunk.dim == dim => chunk,
+                    _ => {
+                        set_aside(tx, VECTORS, &c.to_string(), Some(r))?;
+                        Chunk::new(dim)
+                    }
+                },
                 _ => Chunk::new(dim),
             };
-            if chunk.dim != dim {
-                return Err(Error::Storage("a stored vector chunk has another dimension".into()));
-            }
             chunks.insert(c, chunk);
         }
         for id in &batch.delete_units {
@@ -664,6 +737,15 @@ fn write_distill(tx: &idb::Transaction, w: &DistillWrite) -> Result<()> {
     Ok(())
 }
 
+/// Copies a damaged chunk, before its slot is rewritten, into the same store under `quarantine:<key>@<time>` (a
+/// string key: chunk keys are numbers). It never decodes, so every open reports it, until the user forgets it.
+fn set_aside(tx: &idb::Transaction, store: &str, key: &str, record: Option<JsValue>) -> Result<()> {
+    let Some(record) = record.filter(|r| !r.is_undefined()) else { return Ok(()) };
+    let aside = JsValue::from_str(&format!("{QUARANTINE_PREFIX}{key}@{}", js_sys::Date::now()));
+    IdbStore::store(tx, store)?.put(&record, Some(&aside)).map_err(|e| idb_err("setting a damaged record aside", e))?;
+    Ok(())
+}
+
 fn chunk_of(unit: u32) -> u32 {
     unit / VECTOR_CHUNK
 }
@@ -700,10 +782,15 @@ impl Store for IdbStore {
         let distill_meta = distill_meta_req.await.map_err(|e| idb_err("reading distill meta", e))?;
         let sessions = sessions_req.await.map_err(|e| idb_err("reading sessions", e))?;
         let turn_chunks = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
-        // Parsed now, while IndexedDB is still reading the vector chunks.
+        // Parsed now, while IndexedDB is still reading the vector chunks. A chunk that does not decode is set aside
+        // (its position now, its key below: keys are read only when something is damaged).
+        let mut damaged_chunks: Vec<(&str, usize, String)> = Vec::new();
         let mut turns = Vec::new();
-        for c in &turn_chunks {
-            turns.append(&mut parse_turns(c)?);
+        for (i, c) in turn_chunks.iter().enumerate() {
+            match parse_turns(c) {
+                Ok(mut t) => turns.append(&mut t),
+                Err(e) => damaged_chunks.push((TURN_CHUNKS, i, e.to_string())),
+            }
         }
         drop(turn_chunks);
         let chunks = vectors_req.await.map_err(|e| idb_err("reading vectors", e))?;
@@ -720,8 +807,19 @@ impl Store for IdbStore {
         let mut units = Vec::new();
         // Schema 2–3 chunks: vectors whose unit lives in a unit record.
         let mut orphans: HashMap<u32, Rows> = HashMap::new();
-        for c in &chunks {
-            for (id, u) in Chunk::from_js(c)?.units {
+        for (i, c) in chunks.iter().enumerate() {
+            let chunk = Chunk::from_js(c).and_then(|chunk| match chunk.dim == self.dim.get() {
+                true => Ok(chunk),
+                false => Err(Error::Storage("a stored vector chunk has another dimension".into())),
+            });
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    damaged_chunks.push((VECTORS, i, e.to_string()));
+                    continue;
+                }
+            };
+            for (id, u) in chunk.units {
                 let vectors = Rows::Int8 { codes: u.codes, scales: u.scales };
                 match u.unit {
                     Some(unit) => units.push(StoredUnit { unit, vectors }),
@@ -744,22 +842,18 @@ impl Store for IdbStore {
             units.extend(moved);
             units.sort_by_key(|u| u.unit.id);
         }
+        let mut quarantined = self.name_damaged(damaged_chunks).await?;
         let distill = DistillRecords {
             meta: match distill_meta {
                 Some(m) if !m.is_undefined() => Some(de::<DistillMeta>(m, "distillation meta")?),
                 _ => None,
             },
-            episodes: episodes.into_iter().map(|e| de::<Episode>(e, "episode")).collect::<Result<_>>()?,
-            facts: facts.into_iter().map(|f| de::<Fact>(f, "fact")).collect::<Result<_>>()?,
-            jobs: jobs.into_iter().map(|j| de::<Job>(j, "job")).collect::<Result<_>>()?,
+            episodes: decode_each::<Episode>(episodes, EPISODES, "episode", &mut quarantined),
+            facts: decode_each::<Fact>(facts, FACTS, "fact", &mut quarantined),
+            jobs: decode_each::<Job>(jobs, JOBS, "job", &mut quarantined),
         };
-        Ok(Snapshot {
-            meta,
-            sessions: sessions.into_iter().map(|s| de::<Session>(s, "session")).collect::<Result<_>>()?,
-            turns,
-            units,
-            distill,
-        })
+        let sessions = decode_each::<Session>(sessions, SESSIONS, "session", &mut quarantined);
+        Ok(Snapshot { meta, sessions, turns, units, distill, quarantined })
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {

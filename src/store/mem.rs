@@ -54,6 +54,7 @@ impl Store for MemStore {
                 facts: d.distill.facts.values().cloned().collect(),
                 jobs: d.distill.jobs.values().cloned().collect(),
             },
+            quarantined: Vec::new(), // nothing here is ever encoded
         })
     }
 

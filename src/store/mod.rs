@@ -61,6 +61,18 @@ pub struct Snapshot {
     pub units: Vec<StoredUnit>,
     /// Episodes, facts, jobs and the segmentation buffer (empty when distillation never ran).
     pub distill: DistillRecords,
+    /// Records that did not decode, set aside (left where they are, or copied aside before their slot was
+    /// rewritten), never deleted: the rest of the memory opens without them.
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// A stored record that did not decode.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Quarantined {
+    /// Its object store (`turnChunks`, `vectors`, `sessions`, `episodes`, `facts`, `jobs`).
+    pub store: String,
+    pub key: String,
+    pub reason: String,
 }
 
 /// One atomic write.

@@ -338,6 +338,11 @@ pub(super) async fn load_memory(
     progress(on_progress, "storage", None);
     let store = IdbStore::open_with(&opts.name, opts.durability).await?;
     let core = memory::Memory::open(store, embedder, config).await?;
+    let quarantined = core.stats().quarantined;
+    if !quarantined.is_empty() {
+        let detail = quarantined.iter().map(|q| format!("{}/{}: {}", q.store, q.key, q.reason)).collect::<Vec<_>>();
+        progress_with(on_progress, "quarantined", Some(&detail.join("; ")), &[("count", quarantined.len() as f64)]);
+    }
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))
 }
