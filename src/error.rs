@@ -57,6 +57,9 @@ pub enum Error {
     /// The operation took longer than its time limit.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// The browser context lacks something loci cannot do safely without (e.g. Web Locks).
+    #[error("unsupported here: {0}")]
+    Unsupported(String),
 }
 
 impl Error {
@@ -80,6 +83,7 @@ impl Error {
             Error::LlmBadReply(_) => "LLM_BAD_REPLY",
             Error::Aborted => "ABORTED",
             Error::Timeout(_) => "TIMEOUT",
+            Error::Unsupported(_) => "UNSUPPORTED",
         }
     }
 

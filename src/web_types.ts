@@ -447,7 +447,7 @@ export interface ImportReport {
 export type LociErrorCode =
   | "INVALID_INPUT" | "MODEL_MISMATCH" | "SCHEMA_MISMATCH" | "EMBEDDER_FAILED" | "ASSET_FAILED" | "STORAGE_FAILED"
   | "QUOTA_EXCEEDED" | "BLOCKED_BY_OTHER_TAB" | "CLOSED" | "NOT_FOUND" | "LLM_UNAVAILABLE" | "LLM_RATE_LIMITED"
-  | "LLM_REJECTED" | "LLM_CONTEXT_EXCEEDED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | string;
+  | "LLM_REJECTED" | "LLM_CONTEXT_EXCEEDED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | "UNSUPPORTED" | string;
 
 export interface LociError extends Error {
   name: "LociError";

@@ -327,3 +327,21 @@ async fn records_that_do_not_decode_are_set_aside_and_the_rest_opens() {
     );
     wait(m.close()).await.unwrap();
 }
+
+/// Without Web Locks (an insecure origin, an old browser) two tabs could write one memory at once: open refuses
+/// with a typed error rather than run unlocked.
+#[wasm_bindgen_test]
+async fn without_web_locks_open_refuses_rather_than_run_unlocked() {
+    let hide = js_sys::Function::new_no_args(
+        "const d = Object.getOwnPropertyDescriptor(Navigator.prototype, 'locks'); \
+         Object.defineProperty(Navigator.prototype, 'locks', { get: () => undefined, configurable: true }); \
+         return () => Object.defineProperty(Navigator.prototype, 'locks', d);",
+    );
+    let restore = hide.call0(&JsValue::NULL).unwrap().unchecked_into::<js_sys::Function>();
+    let refused = open_with(open_options("t-nolocks", "wasm", "")).await.err();
+    restore.call0(&JsValue::NULL).unwrap();
+    let err = refused.expect("refused without Web Locks");
+    assert_eq!(code(&err), "UNSUPPORTED");
+    let m = open("t-nolocks").await; // with them back, it opens
+    wait(m.close()).await.unwrap();
+}

@@ -123,7 +123,7 @@ pub(super) async fn create_runtime(
 #[wasm_bindgen(inline_js = r#"
 export function acquireTabLock(name) {
   const locks = globalThis.navigator && globalThis.navigator.locks;
-  if (!locks) return Promise.resolve(() => {});
+  if (!locks) return Promise.resolve("unsupported");
   return new Promise((resolve, reject) => {
     locks.request(name, { ifAvailable: true }, (lock) => {
       if (!lock) { resolve(null); return undefined; }
@@ -133,17 +133,26 @@ export function acquireTabLock(name) {
 }
 "#)]
 extern "C" {
-    /// Takes the Web Lock `name` if no other tab or memory holds it: resolves to a release function, or `null`.
+    /// Takes the Web Lock `name` if no other tab or memory holds it: resolves to a release function, `null`, or
+    /// `"unsupported"` where Web Locks do not exist.
     #[wasm_bindgen(js_name = acquireTabLock)]
     pub(super) fn acquire_tab_lock(name: &str) -> Promise;
 }
 
 /// One open memory per name per browser profile: a second tab would work on a stale index and allocate the same
-/// ids, so it is refused with `BLOCKED_BY_OTHER_TAB` until the first closes (or its tab goes away).
+/// ids, so it is refused with `BLOCKED_BY_OTHER_TAB` until the first closes (or its tab goes away). Without Web
+/// Locks (an insecure origin, an old browser) nothing would keep two tabs apart: `UNSUPPORTED`, never unlocked.
 pub(super) async fn lock_memory(name: &str) -> Result<Function, Error> {
     let release = JsFuture::from(acquire_tab_lock(&IdbStore::database_name(name)))
         .await
         .map_err(|e| Error::Storage(format!("Web Locks: {e:?}")))?;
+    if release.as_string().as_deref() == Some("unsupported") {
+        return Err(Error::Unsupported(
+            "Web Locks (navigator.locks) are missing: without them two tabs could write one memory at once; \
+             serve the page from a secure context (https:// or localhost)"
+                .into(),
+        ));
+    }
     release.dyn_into::<Function>().map_err(|_| {
         Error::BlockedByOtherTab(format!(
             "memory {name:?} is open in another tab or window; close it there (or call close()) first"
