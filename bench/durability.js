@@ -3,21 +3,7 @@
 // see the same machine and disk; and, as the floor, a bare IndexedDB put of a similar record each way.
 import init, { Memory } from "/pkg/loci.js";
 import { chatTurns } from "./turns.mjs";
-
-const embedder = { device: "wasm", modelUrl: "/www/assets/model/model.onnx",
-  tokenizerUrl: "/www/assets/model/tokenizer.json", ortUrl: "/www/assets/ort/" };
-
-const quantile = (xs, q) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-};
-const summary = (xs) => ({ p50: quantile(xs, 0.5), p95: quantile(xs, 0.95), n: xs.length });
-
-async function timed(f) {
-  const t = performance.now();
-  await f();
-  return performance.now() - t;
-}
+import { embedder, summary, timed } from "./page-tools.mjs";
 
 const request = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
 

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { persistentBrowser } from "./local-browser.mjs";
 import { serve } from "../scripts/serve.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -24,10 +24,7 @@ mkdirSync(join(root, "target"), { recursive: true });
 const profile = mkdtempSync(join(root, "target", "bench-profile-"));
 const server = await serve(0);
 const origin = `http://127.0.0.1:${server.address().port}`;
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const context = await persistentBrowser(profile);
 let failed = false;
 try {
   const page = context.pages()[0] ?? await context.newPage();

@@ -17,3 +17,14 @@ export async function localBrowser(extraArgs = []) {
     },
   };
 }
+
+/**
+ * Debian's headless Chromium on a profile directory on disk (a persistent context). A fresh Playwright context is
+ * incognito: its IndexedDB lives in RAM, so neither durability nor a crash can be tried there.
+ */
+export function persistentBrowser(profile) {
+  return chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+  });
+}

@@ -4,22 +4,9 @@
 // `distill`; the idle one has no LLM, so its jobs only queue.
 import init, { Memory } from "/pkg/loci.js";
 import { chatTurns, questions } from "./turns.mjs";
+import { embedder, summary, timed } from "./page-tools.mjs";
 
-const embedder = { device: "wasm", modelUrl: "/www/assets/model/model.onnx",
-  tokenizerUrl: "/www/assets/model/tokenizer.json", ortUrl: "/www/assets/ort/" };
-
-const quantile = (xs, q) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-};
-const summary = (xs) => ({ p50: quantile(xs, 0.5), p95: quantile(xs, 0.95), n: xs.length });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function timed(f) {
-  const t = performance.now();
-  await f();
-  return performance.now() - t;
-}
 
 window.responsive = async ({ llmUrl, rounds, window: w, historyTurns, pauseMs }) => {
   await init();

@@ -10,7 +10,7 @@
 //    crashes (jobs ran once each, in order, across the crashes).
 //
 //   node tests/reliability/crash.test.mjs [--json PATH]    (LOCI_CRASH_POINTS: ingest crash points, default 8)
-import { chromium } from "playwright-core";
+import { persistentBrowser } from "../../bench/local-browser.mjs";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -44,10 +44,7 @@ await fetch(`http://127.0.0.1:${llmPort}/__config`, { method: "POST", body: JSON
 
 const acked = new Set();
 async function launch() {
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-  });
+  const context = await persistentBrowser(profile);
   const page = context.pages()[0] ?? await context.newPage();
   page.on("pageerror", (e) => console.error("page error:", e.message));
   await page.exposeBinding("ack", (_source, i) => { acked.add(i); });

@@ -7,7 +7,7 @@
 //   next write opens a fresh connection and commits.
 //
 //   node tests/reliability/faults.test.mjs [--json PATH]
-import { chromium } from "playwright-core";
+import { persistentBrowser } from "../../bench/local-browser.mjs";
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -22,10 +22,7 @@ mkdirSync(join(root, "target"), { recursive: true });
 const profile = mkdtempSync(join(root, "target", "faults-profile-"));
 const server = await serve(0, ["tests"]);
 const origin = `http://127.0.0.1:${server.address().port}`;
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const context = await persistentBrowser(profile);
 const report = { faults_injected: 0, faults_typed: 0, faults_recovered: 0 };
 
 /**
@@ -37,10 +34,7 @@ const report = { faults_injected: 0, faults_typed: 0, faults_recovered: 0 };
  */
 async function quotaScenario() {
   const dir = mkdtempSync(join(root, "target", "quota-profile-"));
-  const ctx = await chromium.launchPersistentContext(dir, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-  });
+  const ctx = await persistentBrowser(dir);
   try {
     const page = ctx.pages()[0] ?? await ctx.newPage();
     await page.exposeBinding("ack", () => {});
