@@ -505,17 +505,23 @@ async fn distill_job(
         f.vector = v;
     }
 
-    // Consolidation: each new fact vs its K_m nearest active facts above the floor, one call for all.
-    let offered: Vec<Vec<u64>> = fresh
-        .iter()
-        .map(|f| {
-            let facts = state.active_facts().map(|x| (x.vector.as_slice(), x.id));
-            nearest(&f.vector, facts, config.consolidate_candidates, config.consolidate_floor)
+    // Consolidation: each new fact vs its K_m nearest above the floor among the active facts and the new facts before
+    // it in this batch (a small model restates one fact several times in one reply: 4 of 6 in a real run), one call
+    // for all.
+    let offered: Vec<Vec<u64>> = (0..fresh.len())
+        .map(|i| {
+            let stored = state.active_facts().map(|x| (x.vector.as_slice(), x.id));
+            let earlier = fresh[..i].iter().map(|x| (x.vector.as_slice(), x.id));
+            nearest(&fresh[i].vector, stored.chain(earlier), config.consolidate_candidates, config.consolidate_floor)
                 .into_iter()
                 .map(|(_, id)| id)
                 .collect()
         })
         .collect();
+    let statement_of = |id: &u64| match state.facts.get(id) {
+        Some(f) => f.statement.clone(),
+        None => fresh.iter().find(|f| f.id == *id).map(|f| f.statement.clone()).unwrap_or_default(),
+    };
     let asking: Vec<usize> = (0..fresh.len()).filter(|&i| !offered[i].is_empty()).collect();
     let mut decisions: HashMap<usize, p::Decision> = HashMap::new();
     if !asking.is_empty() {
@@ -523,7 +529,7 @@ async fn distill_job(
             .iter()
             .map(|&i| p::ConsolidateItem {
                 statement: fresh[i].statement.clone(),
-                candidates: offered[i].iter().map(|id| (format!("F{id}"), state.facts[id].statement.clone())).collect(),
+                candidates: offered[i].iter().map(|id| (format!("F{id}"), statement_of(id))).collect(),
             })
             .collect();
         let build = |cap| {
@@ -547,8 +553,10 @@ async fn distill_job(
     }
     let mut old: HashMap<u64, Fact> = HashMap::new();
     let mut reembed: Vec<usize> = Vec::new();
-    for (i, f) in fresh.iter_mut().enumerate() {
+    for i in 0..fresh.len() {
         let Some(d) = decisions.get(&i) else { continue };
+        let (earlier, rest) = fresh.split_at_mut(i);
+        let f = &mut rest[0];
         let action = d.action.trim().to_ascii_uppercase();
         if action != "MERGE" && action != "CONFLICT" {
             continue;
@@ -558,6 +566,7 @@ async fn distill_job(
             .iter()
             .filter_map(|t| t.trim().trim_matches(['[', ']']).trim_start_matches(['F', 'f']).parse().ok())
             .filter(|id| offered[i].contains(id) && !old.contains_key(id))
+            .filter(|id| earlier.iter().all(|e| e.id != *id || e.status == FactStatus::Active))
             .collect::<BTreeSet<u64>>()
             .into_iter()
             .collect();
@@ -565,14 +574,17 @@ async fn distill_job(
             continue; // nothing valid to supersede: the fact stays NEW
         }
         for id in &targets {
-            let mut t = state.facts[id].clone();
+            // A stored fact is superseded by a copy written back; a new fact of this batch, in place.
+            let t: &mut Fact = match earlier.iter_mut().find(|e| e.id == *id) {
+                Some(e) => e,
+                None => old.entry(*id).or_insert_with(|| state.facts[id].clone()),
+            };
             t.status = FactStatus::Superseded;
             t.superseded_by = Some(f.id);
             if action == "MERGE" {
                 f.episode_ids.extend(&t.episode_ids);
                 f.turn_ids.extend(&t.turn_ids);
             }
-            old.insert(*id, t);
         }
         f.episode_ids.sort_unstable();
         f.episode_ids.dedup();

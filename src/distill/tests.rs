@@ -359,3 +359,31 @@ fn forgetting_an_episode_or_a_fact_cuts_links_and_keeps_the_rest() {
     assert_eq!(s.history(4).len(), 1);
     assert!(s.forget_fact(77).is_empty());
 }
+
+#[test]
+fn a_reply_that_restates_one_fact_is_consolidated_within_its_batch() {
+    let mut rig = rig_with_episodes();
+    // One distillation reply with the same fact twice (as a small model writes it): the second is offered the first
+    // as a candidate, and the MERGE leaves one active fact, the first superseded by it, nothing erased.
+    distill_once(
+        &mut rig,
+        1,
+        1,
+        serde_json::json!({"facts": [
+            {"episode": 1, "statement": "Ana lives in Bern city", "evidence": ["1.1"]},
+            {"episode": 1, "statement": "Ana lives in Bern city now", "evidence": ["1.1"]},
+        ]}),
+        Some(
+            serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F1"], "statement": "Ana lives in Bern city"}]}),
+        ),
+    );
+    let f = &rig.state.facts;
+    assert_eq!(f.len(), 2, "nothing erased");
+    let (first, second) = (&f[&1], &f[&2]);
+    assert_eq!((first.status, first.superseded_by), (FactStatus::Superseded, Some(2)));
+    assert_eq!(
+        (second.status, second.supersedes.clone(), second.origin.as_str()),
+        (FactStatus::Active, vec![1], "merge")
+    );
+    assert_eq!(rig.state.active_facts().count(), 1);
+}
