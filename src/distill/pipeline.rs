@@ -249,7 +249,8 @@ async fn narrate_job(
         episodes.push(Episode {
             id: meta.next_episode,
             title,
-            narrative: n.narrative.trim().into(),
+            // What the model left relative ("yesterday") gets its date, counted from when the episode was said.
+            narrative: crate::text::relative::anchor_relative_dates(n.narrative.trim(), start),
             time: event_time(&n.date, start),
             start,
             end,

@@ -1,5 +1,7 @@
-//! Text: the WordPiece tokenizer of the embedding model, and the pairing of turns into embedded units.
+//! Text: the WordPiece tokenizer of the embedding model, the pairing of turns into embedded units, and relative
+//! time expressions made absolute.
 
+pub mod relative;
 pub mod wordpiece;
 
 pub use wordpiece::WordPiece;

@@ -1,0 +1,126 @@
+//! Relative time expressions made absolute: "yesterday" said on 8 May 2023 is 7 May 2023. Nemori's narration asks
+//! the model to do this; a small model often does not (qwen2.5-1.5b kept "yesterday" in its narratives), and a
+//! memory read months later cannot resolve "yesterday" any more. So each expression loci recognises gets its date
+//! next to it, in parentheses, unless one is there already: the words stay as they were said.
+
+use chrono::{Datelike, Duration, NaiveDate};
+
+use crate::types::TimeMs;
+
+/// `text` with the date of each relative expression (`yesterday`, `last week`, `3 days ago`, …) added after it,
+/// counted from `said` (epoch ms, UTC).
+pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
+    let Some(day) = chrono::DateTime::from_timestamp_millis(said as i64).map(|t| t.date_naive()) else {
+        return text.to_string();
+    };
+    // Words with their byte spans, lower-cased.
+    let words: Vec<(usize, usize, String)> = text
+        .char_indices()
+        .filter(|&(i, c)| c.is_alphanumeric() && text[..i].chars().next_back().is_none_or(|p| !p.is_alphanumeric()))
+        .map(|(start, _)| {
+            let end = text[start..].find(|c: char| !c.is_alphanumeric()).map_or(text.len(), |n| start + n);
+            (start, end, text[start..end].to_lowercase())
+        })
+        .collect();
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut copied = 0;
+    let mut i = 0;
+    while i < words.len() {
+        let word = |k: usize| words.get(i + k).map(|w| w.2.as_str()).unwrap_or("");
+        let Some((len, note)) = resolve(day, [word(0), word(1), word(2)]) else {
+            i += 1;
+            continue;
+        };
+        let end = words[i + len - 1].1;
+        // Already dated by the model, or part of a longer word ("today's").
+        let after = &text[end..];
+        if !after.trim_start().starts_with('(') && !after.starts_with(['\'', '’']) {
+            out.push_str(&text[copied..end]);
+            out.push_str(&format!(" ({note})"));
+            copied = end;
+        }
+        i += len;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+fn ymd(d: NaiveDate) -> String {
+    d.format("%Y-%m-%d").to_string()
+}
+
+fn number(w: &str) -> Option<i64> {
+    const WORDS: [&str; 10] = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"];
+    w.parse().ok().filter(|n| (1..=60).contains(n)).or_else(|| WORDS.iter().position(|x| *x == w).map(|n| n as i64 + 1))
+}
+
+/// The expression starting at `w[0]`: how many words it takes and the date to note.
+fn resolve(day: NaiveDate, w: [&str; 3]) -> Option<(usize, String)> {
+    let monday = day - Duration::days(day.weekday().num_days_from_monday() as i64);
+    let month_start = day.with_day(1)?;
+    let shifted_month = |by: i32| {
+        let m = month_start.year() * 12 + month_start.month0() as i32 + by;
+        NaiveDate::from_ymd_opt(m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1).map(|d| d.format("%Y-%m").to_string())
+    };
+    Some(match w {
+        ["yesterday", ..] => (1, ymd(day - Duration::days(1))),
+        ["today" | "tonight", ..] | ["this", "morning" | "afternoon" | "evening", _] => {
+            (if w[0] == "this" { 2 } else { 1 }, ymd(day))
+        }
+        ["tomorrow", ..] => (1, ymd(day + Duration::days(1))),
+        ["last", "week", _] => (2, format!("the week of {}", ymd(monday - Duration::days(7)))),
+        ["next", "week", _] => (2, format!("the week of {}", ymd(monday + Duration::days(7)))),
+        ["last", "weekend", _] => {
+            // The Saturday and Sunday before this week's Monday (said on a weekend: the one before it).
+            let sunday = monday - Duration::days(1);
+            (2, format!("{} to {}", ymd(sunday - Duration::days(1)), ymd(sunday)))
+        }
+        ["last", "month", _] => (2, shifted_month(-1)?),
+        ["next", "month", _] => (2, shifted_month(1)?),
+        ["last", "year", _] => (2, (day.year() - 1).to_string()),
+        ["next", "year", _] => (2, (day.year() + 1).to_string()),
+        [n, "day" | "days", "ago"] => (3, ymd(day - Duration::days(number(n)?))),
+        [n, "week" | "weeks", "ago"] => (3, format!("the week of {}", ymd(monday - Duration::days(7 * number(n)?)))),
+        [n, "month" | "months", "ago"] => (3, shifted_month(-(number(n)? as i32))?),
+        [n, "year" | "years", "ago"] => (3, (day.year() - number(n)? as i32).to_string()),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2023-05-08, a Monday, 13:56 UTC.
+    const SAID: TimeMs = 1_683_554_160_000.0;
+
+    #[test]
+    fn relative_expressions_get_their_dates() {
+        let cases = [
+            ("I went to the support group yesterday.", "I went to the support group yesterday (2023-05-07)."),
+            ("Tonight we cook; tomorrow we hike.", "Tonight (2023-05-08) we cook; tomorrow (2023-05-09) we hike."),
+            ("We moved last year", "We moved last year (2022)"),
+            ("I started two weeks ago", "I started two weeks ago (the week of 2023-04-24)"),
+            ("It broke 3 days ago!", "It broke 3 days ago (2023-05-05)!"),
+            ("Last weekend was great", "Last weekend (2023-05-06 to 2023-05-07) was great"),
+            (
+                "We met last month and again this morning.",
+                "We met last month (2023-04) and again this morning (2023-05-08).",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(anchor_relative_dates(text, SAID), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn dated_or_unrelated_words_are_left_alone() {
+        for text in ["yesterday (2023-05-07) was long", "the last weekday", "years ago, long ago", "today's plan", ""] {
+            assert_eq!(anchor_relative_dates(text, SAID), text);
+        }
+        // A month back from 31 March is February, from January the December before.
+        let jan = 1_673_740_800_000.0; // 2023-01-15
+        assert_eq!(anchor_relative_dates("last month", jan), "last month (2022-12)");
+        assert_eq!(anchor_relative_dates("next month", jan), "next month (2023-02)");
+    }
+}
