@@ -590,6 +590,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     /// A session as clean text under its date header.
+    /// Relative time expressions ("yesterday") carry their date, counted from when each turn was said: the reader
+    /// of a context (the user's LLM) sees it months later, and a small model answers "yesterday" otherwise.
     pub fn render_session(&self, id: &str) -> String {
         let Some(&n) = self.session_index.get(id) else { return String::new() };
         let s = &self.sessions[n as usize];
@@ -597,7 +599,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for tid in &self.session_turns[n as usize] {
             if let Some(t) = self.turns.get(tid) {
                 out.push('\n');
-                out.push_str(&format!("{}: {}", t.speaker, t.text));
+                out.push_str(&format!(
+                    "{}: {}",
+                    t.speaker,
+                    crate::text::relative::anchor_relative_dates(&t.text, t.time)
+                ));
                 if let Some(c) = &t.caption {
                     out.push_str(&format!(" [shared an image: {c}]"));
                 }

@@ -133,12 +133,13 @@ fn capped(lines: &[p::Line], cap: usize) -> Vec<p::Line> {
         .collect()
 }
 
+/// A turn as a prompt line; its relative time expressions carry their dates (what narration must write).
 fn line(label: String, t: &Turn) -> p::Line {
     p::Line {
         label,
         date: format_time(t.time),
         speaker: t.speaker.clone(),
-        text: t.text.clone(),
+        text: crate::text::relative::anchor_relative_dates(&t.text, t.time),
         caption: t.caption.clone(),
     }
 }

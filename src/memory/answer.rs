@@ -400,7 +400,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                         .map(|t| PruneTurn {
                             id: t.id,
                             speaker: t.speaker.clone(),
-                            text: t.text.clone(),
+                            // As `render_session` shows it: relative times dated.
+                            text: crate::text::relative::anchor_relative_dates(&t.text, t.time),
                             caption: t.caption.clone(),
                         })
                         .collect(),
