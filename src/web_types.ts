@@ -306,7 +306,9 @@ export interface FactsOptions {
   includeSuperseded?: boolean;
 }
 
-export type ForgetTarget = { fact: number } | { episode: number } | { session: string } | { all: true };
+/** `{ turn }`: one turn (e.g. a poisoned one; `turnIds` of `addMessages`, `turnIds` of a recalled unit) with every
+ * fact that cites it and the episodes that tell it (their other turns are distilled again). */
+export type ForgetTarget = { fact: number } | { episode: number } | { session: string } | { turn: number } | { all: true };
 
 export interface FlushOptions {
   /** Cancels the flush (`ABORTED`): the running job's LLM call is cancelled and the job stays queued. */

@@ -527,6 +527,64 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.commit_distill(self.distill.forget_episode(id)).await
     }
 
+    /// Erases one turn (e.g. a poisoned one) and what depends on it: every fact that cites it (it may restate the
+    /// turn; stricter than forgetting a session), the episodes that tell it (their other turns are distilled again),
+    /// and its unit, whose other turn is embedded again alone. The facts go first, each in its own write, then the
+    /// turn in one: a crash in between leaves a state that a second `forget_turn` completes.
+    pub async fn forget_turn(&mut self, id: u64) -> Result<()> {
+        let Some(turn) = self.turns.get(&id).cloned() else { return Err(Error::NotFound(format!("turn {id}"))) };
+        let citing: Vec<u64> = self.distill.facts.values().filter(|f| f.turn_ids.contains(&id)).map(|f| f.id).collect();
+        for fact in citing {
+            if self.distill.facts.contains_key(&fact) {
+                self.forget_fact(fact).await?;
+            }
+        }
+        let Some(&n) = self.session_index.get(&turn.session) else {
+            return Err(Error::NotFound(format!("session {}", turn.session)));
+        };
+        let mut meta = self.meta.clone();
+        let unit = self.units.values().find(|u| u.turn_ids.contains(&id)).cloned();
+        let rest: Vec<&Turn> = unit
+            .iter()
+            .flat_map(|u| u.turn_ids.iter())
+            .filter(|&&t| t != id)
+            .filter_map(|t| self.turns.get(t))
+            .collect();
+        let mut units = Vec::new();
+        if !rest.is_empty() {
+            let text = rest.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n");
+            let mut stored = StoredUnit {
+                unit: crate::types::Unit {
+                    id: meta.next_unit,
+                    session: turn.session.clone(),
+                    turn_ids: rest.iter().map(|t| t.id).collect(),
+                },
+                vectors: Default::default(),
+            };
+            for w in self.embedder.embed(&[text.as_str()]).await? {
+                stored.vectors.extend_from_slice(&w.vector);
+            }
+            meta.next_unit += 1;
+            units.push(stored);
+        }
+        let mut session = self.sessions[n as usize].clone();
+        session.turn_count = session.turn_count.saturating_sub(1);
+        let last = self.session_turns[n as usize].len() == 1;
+        let batch = WriteBatch {
+            meta: Some(meta),
+            sessions: if last { Vec::new() } else { vec![session] },
+            delete_sessions: if last { vec![turn.session.clone()] } else { Vec::new() },
+            delete_turns: vec![id],
+            delete_units: unit.iter().map(|u| u.id).collect(),
+            units,
+            distill: self.distill.forget_turns(&HashSet::from([id])),
+            ..Default::default()
+        };
+        self.distill_epoch += 1;
+        self.store.write(batch).await?;
+        self.reload().await
+    }
+
     /// Erases a session: its turns and units, and what was distilled only from it (see
     /// [`DistillState::forget_turns`]), in one write.
     pub async fn forget_session(&mut self, id: &str) -> Result<()> {
@@ -549,6 +607,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     async fn reload(&mut self) -> Result<()> {
         let snapshot = self.store.load().await?;
         self.quarantined = snapshot.quarantined;
+        if let Some(meta) = snapshot.meta {
+            self.meta = meta; // id counters a forget may have moved (a unit embedded again)
+        }
         self.sessions.clear();
         self.session_index.clear();
         self.session_turns.clear();

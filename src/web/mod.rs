@@ -469,12 +469,13 @@ impl Memory {
     }
 
     /// Forgets one thing, durably: `{ fact: id }`, `{ episode: id }` (and the facts distilled only from it; its
-    /// turns stay), `{ session: id }` (its turns and what was distilled only from them) or `{ all: true }`.
+    /// turns stay), `{ session: id }` (its turns and what was distilled only from them), `{ turn: id }` (one turn,
+    /// e.g. a poisoned one, with every fact that cites it and the episodes that tell it) or `{ all: true }`.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn forget(&self, #[wasm_bindgen(unchecked_param_type = "ForgetTarget")] target: JsValue) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
-            check_keys(&target, &["fact", "episode", "session", "all"], "forget")?;
+            check_keys(&target, &["fact", "episode", "session", "turn", "all"], "forget")?;
             let keys = if target.is_object() {
                 js_sys::Object::keys(target.unchecked_ref::<js_sys::Object>()).length()
             } else {
@@ -482,13 +483,16 @@ impl Memory {
             };
             if keys != 1 {
                 return Err(Error::invalid(
-                    "forget takes exactly one of { fact }, { episode }, { session }, { all: true }",
+                    "forget takes exactly one of { fact }, { episode }, { session }, { turn }, { all: true }",
                 ));
             }
             let field = |k: &str| Reflect::get(&target, &k.into()).unwrap_or(JsValue::UNDEFINED);
             let mut core = shared.lock().await?;
             let (fact, episode, session, all) = (field("fact"), field("episode"), field("session"), field("all"));
-            if !fact.is_undefined() {
+            let turn = field("turn");
+            if !turn.is_undefined() {
+                core.forget_turn(id_from_js(&turn, "turn")?).await?;
+            } else if !fact.is_undefined() {
                 core.forget_fact(id_from_js(&fact, "fact")?).await?;
             } else if !episode.is_undefined() {
                 core.forget_episode(id_from_js(&episode, "episode")?).await?;
