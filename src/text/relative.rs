@@ -45,8 +45,9 @@ pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
     out
 }
 
+/// "7 May 2023": how people (and LoCoMo's answers) write a date, so that a model quoting it answers in kind.
 fn ymd(d: NaiveDate) -> String {
-    d.format("%Y-%m-%d").to_string()
+    d.format("%-d %B %Y").to_string()
 }
 
 fn number(w: &str) -> Option<i64> {
@@ -60,7 +61,7 @@ fn resolve(day: NaiveDate, w: [&str; 3]) -> Option<(usize, String)> {
     let month_start = day.with_day(1)?;
     let shifted_month = |by: i32| {
         let m = month_start.year() * 12 + month_start.month0() as i32 + by;
-        NaiveDate::from_ymd_opt(m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1).map(|d| d.format("%Y-%m").to_string())
+        NaiveDate::from_ymd_opt(m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1).map(|d| d.format("%B %Y").to_string())
     };
     Some(match w {
         ["yesterday", ..] => (1, ymd(day - Duration::days(1))),
@@ -97,15 +98,15 @@ mod tests {
     #[test]
     fn relative_expressions_get_their_dates() {
         let cases = [
-            ("I went to the support group yesterday.", "I went to the support group yesterday (2023-05-07)."),
-            ("Tonight we cook; tomorrow we hike.", "Tonight (2023-05-08) we cook; tomorrow (2023-05-09) we hike."),
+            ("I went to the support group yesterday.", "I went to the support group yesterday (7 May 2023)."),
+            ("Tonight we cook; tomorrow we hike.", "Tonight (8 May 2023) we cook; tomorrow (9 May 2023) we hike."),
             ("We moved last year", "We moved last year (2022)"),
-            ("I started two weeks ago", "I started two weeks ago (the week of 2023-04-24)"),
-            ("It broke 3 days ago!", "It broke 3 days ago (2023-05-05)!"),
-            ("Last weekend was great", "Last weekend (2023-05-06 to 2023-05-07) was great"),
+            ("I started two weeks ago", "I started two weeks ago (the week of 24 April 2023)"),
+            ("It broke 3 days ago!", "It broke 3 days ago (5 May 2023)!"),
+            ("Last weekend was great", "Last weekend (6 May 2023 to 7 May 2023) was great"),
             (
                 "We met last month and again this morning.",
-                "We met last month (2023-04) and again this morning (2023-05-08).",
+                "We met last month (April 2023) and again this morning (8 May 2023).",
             ),
         ];
         for (text, want) in cases {
@@ -115,12 +116,12 @@ mod tests {
 
     #[test]
     fn dated_or_unrelated_words_are_left_alone() {
-        for text in ["yesterday (2023-05-07) was long", "the last weekday", "years ago, long ago", "today's plan", ""] {
+        for text in ["yesterday (7 May 2023) was long", "the last weekday", "years ago, long ago", "today's plan", ""] {
             assert_eq!(anchor_relative_dates(text, SAID), text);
         }
         // A month back from 31 March is February, from January the December before.
         let jan = 1_673_740_800_000.0; // 2023-01-15
-        assert_eq!(anchor_relative_dates("last month", jan), "last month (2022-12)");
-        assert_eq!(anchor_relative_dates("next month", jan), "next month (2023-02)");
+        assert_eq!(anchor_relative_dates("last month", jan), "last month (December 2022)");
+        assert_eq!(anchor_relative_dates("next month", jan), "next month (February 2023)");
     }
 }
