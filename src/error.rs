@@ -60,6 +60,10 @@ pub enum Error {
     /// The browser context lacks something loci cannot do safely without (e.g. Web Locks).
     #[error("unsupported here: {0}")]
     Unsupported(String),
+    /// The tab that held the memory went away while this tab's call was in flight there: it may or may not have
+    /// been carried out. Later calls go to the tab that leads now.
+    #[error("the leading tab went away: {0}")]
+    LeaderGone(String),
 }
 
 impl Error {
@@ -84,6 +88,7 @@ impl Error {
             Error::Aborted => "ABORTED",
             Error::Timeout(_) => "TIMEOUT",
             Error::Unsupported(_) => "UNSUPPORTED",
+            Error::LeaderGone(_) => "LEADER_GONE",
         }
     }
 

@@ -118,8 +118,10 @@ export interface ProgressEvent {
   /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself).
    * `"closed"`: the memory closed itself because it lost its database (see `reason`); later calls get `CLOSED`.
    * `"quarantined"`: stored records that did not decode were set aside (`count`, `detail`; see
-   * `stats().quarantined`); the rest opened. */
-  phase: "tokenizer" | "model" | "runtime" | "storage" | "quarantined" | "ready" | "indexed" | "closed" | string;
+   * `stats().quarantined`); the rest opened.
+   * `"tab"`: `detail` `"following"` (another tab holds the memory; calls are forwarded to it) or `"leading"`
+   * (this tab holds it: at open, or when the tab it followed went). */
+  phase: "tokenizer" | "model" | "runtime" | "storage" | "quarantined" | "ready" | "indexed" | "closed" | "tab" | string;
   detail?: string;
   /** With `"quarantined"`: how many records were set aside. */
   count?: number;
@@ -449,7 +451,8 @@ export interface ImportReport {
 export type LociErrorCode =
   | "INVALID_INPUT" | "MODEL_MISMATCH" | "SCHEMA_MISMATCH" | "EMBEDDER_FAILED" | "ASSET_FAILED" | "STORAGE_FAILED"
   | "QUOTA_EXCEEDED" | "BLOCKED_BY_OTHER_TAB" | "CLOSED" | "NOT_FOUND" | "LLM_UNAVAILABLE" | "LLM_RATE_LIMITED"
-  | "LLM_REJECTED" | "LLM_CONTEXT_EXCEEDED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | "UNSUPPORTED" | string;
+  | "LLM_REJECTED" | "LLM_CONTEXT_EXCEEDED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | "UNSUPPORTED"
+  | "LEADER_GONE" | string;
 
 export interface LociError extends Error {
   name: "LociError";

@@ -1,6 +1,5 @@
-//! Headless Chromium, a memory's life cycle: export and import through JS; a memory open in one place refuses a
-//! second opener (another tab would work on a stale index
-//! and reuse ids) with BLOCKED_BY_OTHER_TAB, and is available again once closed.
+//! Headless Chromium, a memory's life cycle: export and import through JS; a memory open in one place is followed
+//! by a second opener (its calls run on the first) that takes over when the first closes.
 #![cfg(target_arch = "wasm32")]
 
 mod browser_common;
@@ -13,26 +12,68 @@ use wasm_bindgen_test::*;
 wasm_bindgen_test_configure!(run_in_browser);
 
 #[wasm_bindgen_test]
-async fn a_second_opener_is_refused_until_the_first_closes() {
+async fn a_second_opener_follows_the_first_and_takes_over_when_it_closes() {
     delete("t-tabs").await;
     let first = open("t-tabs").await;
+    assert!(first.is_leader());
     wait(first.add_messages(
         js(r#"[{"role": "user", "content": "I keep my bike in the shed."}]"#),
         js(r#"{"session": "a"}"#),
     ))
     .await
     .unwrap();
-    let err = open_with(open_options("t-tabs", "wasm", "")).await.err().expect("second opener refused");
-    assert_eq!(code(&err), "BLOCKED_BY_OTHER_TAB");
-    // The refused opener changed nothing and the first keeps working.
-    let stats = wait(first.stats()).await.unwrap();
-    assert_eq!(num(&stats, "turns"), 1.0);
-    wait(first.close()).await.unwrap();
-
+    // A second opener (another tab, here another BroadcastChannel of the same page) follows: its calls run on
+    // the first, with the same results and errors.
     let second = open("t-tabs").await;
-    let stats = wait(second.stats()).await.unwrap();
-    assert_eq!(num(&stats, "turns"), 1.0);
+    assert!(!second.is_leader());
+    let report =
+        wait(second.add_messages(
+            js(r#"[{"role": "user", "content": "My sister lives in Porto."}]"#),
+            js(r#"{"session": "b"}"#),
+        ))
+        .await
+        .expect("a follower adds through the leader");
+    assert_eq!(num(&report, "turnIds.length"), 1.0);
+    assert_eq!(num(&wait(first.stats()).await.unwrap(), "turns"), 2.0);
+    let r = wait(second.recall("Where does my sister live?".into(), js(r#"{"k": 1}"#))).await.unwrap();
+    assert_eq!(string(&r, "sessions.0.id"), "b");
+    let err = wait(second.recall(JsValue::from(7), JsValue::UNDEFINED)).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT", "the leader's typed error comes back as is");
+    // A signal travels as an abort message: aborted before the call, it never leaves.
+    let controller = web_sys::AbortController::new().unwrap();
+    controller.abort();
+    let options = js(r#"{"k": 1}"#);
+    js_sys::Reflect::set(&options, &"signal".into(), &controller.signal()).unwrap();
+    let err = wait(second.recall("bike".into(), options)).await.unwrap_err();
+    assert_eq!(code(&err), "ABORTED");
+    let third = open("t-tabs").await;
+    assert!(!third.is_leader());
+
+    // The leader closes with a call of the second in flight: that call settles (done, or LEADER_GONE: never a
+    // hang), and one of the followers takes over with everything committed.
+    let in_flight = second
+        .add_messages(js(r#"[{"role": "user", "content": "The shed is painted green."}]"#), js(r#"{"session": "c"}"#));
+    wait(first.close()).await.unwrap();
+    let added = match wait(in_flight).await {
+        Ok(report) => num(&report, "turnIds.length"),
+        Err(err) => {
+            assert_eq!(code(&err), "LEADER_GONE");
+            0.0
+        }
+    };
+    let after = wait(second.stats()).await.expect("the second works after the leader closed");
+    let turns = num(&after, "turns");
+    assert!(turns == 2.0 + added, "{turns} turns after a call that added {added}");
+    assert_eq!(num(&wait(third.stats()).await.unwrap(), "turns"), turns);
+    assert!(second.is_leader() != third.is_leader(), "exactly one of the two leads");
+    wait(first.stats()).await.expect_err("the closed one stays closed");
     wait(second.close()).await.unwrap();
+    wait(third.close()).await.unwrap();
+
+    let again = open("t-tabs").await;
+    assert!(again.is_leader());
+    assert_eq!(num(&wait(again.stats()).await.unwrap(), "turns"), turns);
+    wait(again.close()).await.unwrap();
 }
 
 #[wasm_bindgen_test]

@@ -2,8 +2,8 @@
 //! `flush`, `episodes`, `facts`, `history`, `retryParked`, `forget`). A thin layer: it parses JS values into typed
 //! Rust (a wrong type is a typed error, never a panic), and hands everything to [`crate::memory::Shared`]: the
 //! memory behind one lock that is never held while an LLM thinks. Errors reach JS as `Error`s with a stable `code`.
-//! Submodules: `options` (JS options → typed Rust), `open` (assets, runtime, tab lock), `jobs` (background
-//! distillation).
+//! Submodules: `tabs` (the exported `Memory`: the leading tab runs calls, the others forward them to it), `options`
+//! (JS options → typed Rust), `open` (assets, runtime, tab lock), `jobs` (background distillation).
 //!
 //! Which recall `recall()` and `answer()` run: the distilled one (sessions + episodes + facts, no pruning) when
 //! `sources` is given, or when the memory was opened with `distill` and no `prune` is asked; otherwise the sessions
@@ -59,14 +59,16 @@ mod jobs;
 mod open;
 mod options;
 mod storage;
+mod tabs;
 
 use jobs::*;
 use open::*;
 use options::*;
+pub use tabs::Memory;
 
-/// A long-term memory stored in this browser.
-#[wasm_bindgen]
-pub struct Memory {
+/// The open memory of the tab that leads (see [`tabs`]): what `Memory`'s calls run on, here or forwarded from
+/// another tab.
+pub(crate) struct Leader {
     shared: Shared,
     name: String,
     device_reason: String,
@@ -134,43 +136,14 @@ where
     future_to_promise(async move { fut.await.map_err(js_error) })
 }
 
-#[wasm_bindgen]
-impl Memory {
-    /// Opens (or creates) the memory `options.name`: loads the tokenizer and model, chooses the device, and reads
-    /// the stored memory from IndexedDB.
-    #[wasm_bindgen(js_name = open, unchecked_return_type = "Promise<Memory>")]
-    pub fn open(#[wasm_bindgen(unchecked_param_type = "OpenOptions")] options: JsValue) -> Promise {
-        future_to_promise(async move { open_inner(options).await.map(JsValue::from).map_err(js_error) })
-    }
-
-    /// Deletes the IndexedDB database of memory `name`. A memory open on it, here or in another tab, closes itself
-    /// (`onProgress` `{ phase: "closed" }`); a connection that holds on (other code, an older loci) makes this fail
-    /// with `BLOCKED_BY_OTHER_TAB` after 3 s instead of waiting for ever.
-    #[wasm_bindgen(js_name = deleteDatabase, unchecked_return_type = "Promise<void>")]
-    pub fn delete_database(name: String) -> Promise {
-        spawn(async move { IdbStore::delete(&name).await.map(|_| JsValue::UNDEFINED) })
-    }
-
-    /// The memory's name.
-    #[wasm_bindgen(getter)]
-    pub fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    /// Why this device was chosen (e.g. "no hardware WebGPU adapter").
-    #[wasm_bindgen(getter, js_name = deviceReason)]
+/// The calls behind `Memory`'s (documented there), run in the leading tab.
+/// The calls behind `Memory`'s (documented there), run in the leading tab.
+impl Leader {
     pub fn device_reason(&self) -> String {
         self.device_reason.clone()
     }
 
-    /// Stores messages as turns of one session and embeds them: `messages` is an array of
-    /// `{ role | speaker, content, time?, caption? }`; `options.session` names the session.
-    #[wasm_bindgen(js_name = addMessages, unchecked_return_type = "Promise<AddReport>")]
-    pub fn add_messages(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "MessageInput[]")] messages: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "AddOptions | undefined")] options: JsValue,
-    ) -> Promise {
+    pub fn add_messages(&self, messages: JsValue, options: JsValue) -> Promise {
         let shared = self.shared.clone();
         let jobs = self.jobs.clone();
         spawn(async move {
@@ -194,17 +167,7 @@ impl Memory {
         })
     }
 
-    /// Ranks past sessions for `query` (default method: hybrid dense + lexical; `method: "tir"` is the papers'
-    /// Turn Isolation Retrieval) and returns the top `k` with their evidence and a rendered context, optionally
-    /// pruned: `prune: "extractive"` (no LLM) or `"llm"` (query-driven pruning by the configured LLM).
-    /// With `sources`, or on a memory opened with `distill` and no `prune`: sessions, episodes and facts together
-    /// (a `DistilledRecallResult`: a `RecallResult` with `episodes` and `facts`).
-    #[wasm_bindgen(unchecked_return_type = "Promise<RecallResult>")]
-    pub fn recall(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] query: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "RecallOptions | undefined")] options: JsValue,
-    ) -> Promise {
+    pub fn recall(&self, query: JsValue, options: JsValue) -> Promise {
         let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let distill_on = self.distill;
@@ -233,15 +196,7 @@ impl Memory {
         })
     }
 
-    /// Answers `question` from memory with the configured LLM: recall, prune (default: the LLM keeps only the
-    /// evidence), generate. Returns the answer, the evidence it used and the calls and tokens spent. With
-    /// `sources`, or on a memory opened with `distill` and no `prune`: over sessions, episodes and facts, unpruned.
-    #[wasm_bindgen(unchecked_return_type = "Promise<AnswerResult>")]
-    pub fn answer(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "RecallOptions | undefined")] options: JsValue,
-    ) -> Promise {
+    pub fn answer(&self, question: JsValue, options: JsValue) -> Promise {
         let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let distill_on = self.distill;
@@ -267,28 +222,17 @@ impl Memory {
         })
     }
 
-    /// Sets (or, with `null`, removes) the LLM: an OpenAI-compatible endpoint `{ baseUrl, apiKey?, model, … }` or an
-    /// async function. The key is kept in memory only.
-    #[wasm_bindgen(js_name = setLlm)]
-    pub fn set_llm(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "LlmOptions | LlmCallback | null")] llm: JsValue,
-    ) -> Result<(), JsValue> {
+    pub fn set_llm(&self, llm: JsValue) -> Result<(), JsValue> {
         let parsed = parse_llm(&llm, &self.tokenizer).map_err(js_error)?;
         *self.llm.borrow_mut() = parsed;
         self.jobs.start();
         Ok(())
     }
 
-    /// Whether an LLM is configured.
-    #[wasm_bindgen(getter, js_name = hasLlm)]
     pub fn has_llm(&self) -> bool {
         self.llm.borrow().is_some()
     }
 
-    /// Counts and configuration: sessions, turns, units, vectors, model, device; and the origin's `storage`
-    /// (`persisted`, `usage`, `quota`).
-    #[wasm_bindgen(unchecked_return_type = "Promise<Stats>")]
     pub fn stats(&self) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -302,15 +246,10 @@ impl Memory {
         })
     }
 
-    /// Asks the browser to keep this origin's storage (`navigator.storage.persist()`): without it the browser may
-    /// evict the whole memory under storage pressure. Resolves to whether the storage is persistent now.
-    #[wasm_bindgen(unchecked_return_type = "Promise<boolean>")]
     pub fn persist(&self) -> Promise {
         spawn(async move { storage::persist().await.map(JsValue::from) })
     }
 
-    /// All sessions, oldest first.
-    #[wasm_bindgen(unchecked_return_type = "Promise<Session[]>")]
     pub fn sessions(&self) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -319,8 +258,6 @@ impl Memory {
         })
     }
 
-    /// The turns of one session, in order.
-    #[wasm_bindgen(js_name = sessionTurns, unchecked_return_type = "Promise<Turn[]>")]
     pub fn session_turns(&self, session: String) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -329,8 +266,6 @@ impl Memory {
         })
     }
 
-    /// The whole memory as a portable JSON-compatible document (`JSON.stringify` it to save a file).
-    #[wasm_bindgen(unchecked_return_type = "Promise<MemoryExport>")]
     pub fn export(&self) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -339,10 +274,7 @@ impl Memory {
         })
     }
 
-    /// Adds the sessions of an exported document (an object or its JSON text). The document is validated first
-    /// (a bad one stores nothing); sessions that already exist are skipped, so an interrupted import can be re-run.
-    #[wasm_bindgen(js_name = import, unchecked_return_type = "Promise<ImportReport>")]
-    pub fn import(&self, #[wasm_bindgen(unchecked_param_type = "MemoryExport | string")] document: JsValue) -> Promise {
+    pub fn import(&self, document: JsValue) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
             let doc: memory::Export = match document.as_string() {
@@ -355,17 +287,7 @@ impl Memory {
         })
     }
 
-    /// Runs the pending distillation with the configured LLM until the queue is empty or holds only parked jobs:
-    /// every session's buffered turns are segmented, then jobs run one at a time; after a failure it waits out the
-    /// job's backoff (a timer; other calls proceed meanwhile) and goes on. Each job is reported to the open's
-    /// `onProgress` as `{ phase: "distill", … }`. Needs `distill` at open and an LLM (else `LLM_UNAVAILABLE`).
-    /// `options.signal` cancels it (`ABORTED`; the running job's LLM call is cancelled and the job stays queued);
-    /// `close()` does too (`CLOSED`).
-    #[wasm_bindgen(unchecked_return_type = "Promise<FlushReport>")]
-    pub fn flush(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "FlushOptions | undefined")] options: JsValue,
-    ) -> Promise {
+    pub fn flush(&self, options: JsValue) -> Promise {
         let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let on_progress = self.on_progress.clone();
@@ -404,8 +326,6 @@ impl Memory {
         })
     }
 
-    /// Episodes, oldest first, with the ids of their turns (and of the episodes merged into them).
-    #[wasm_bindgen(unchecked_return_type = "Promise<Episode[]>")]
     pub fn episodes(&self) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -414,12 +334,7 @@ impl Memory {
         })
     }
 
-    /// Facts in id order with their provenance; superseded ones too with `{ includeSuperseded: true }`.
-    #[wasm_bindgen(unchecked_return_type = "Promise<Fact[]>")]
-    pub fn facts(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "FactsOptions | undefined")] options: JsValue,
-    ) -> Promise {
+    pub fn facts(&self, options: JsValue) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
             check_keys(&options, &["includeSuperseded"], "facts options")?;
@@ -438,9 +353,7 @@ impl Memory {
         })
     }
 
-    /// A fact's chain of versions, oldest first: the facts it superseded and those that superseded it.
-    #[wasm_bindgen(unchecked_return_type = "Promise<Fact[]>")]
-    pub fn history(&self, #[wasm_bindgen(unchecked_param_type = "number")] fact_id: JsValue) -> Promise {
+    pub fn history(&self, fact_id: JsValue) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
             let id = id_from_js(&fact_id, "factId")?;
@@ -453,9 +366,6 @@ impl Memory {
         })
     }
 
-    /// Gives parked jobs another chance (e.g. after fixing the endpoint); resolves to how many. They run in the
-    /// background (with `autoRun`) or at the next `flush()`.
-    #[wasm_bindgen(js_name = retryParked, unchecked_return_type = "Promise<number>")]
     pub fn retry_parked(&self) -> Promise {
         let shared = self.shared.clone();
         let jobs = self.jobs.clone();
@@ -468,11 +378,7 @@ impl Memory {
         })
     }
 
-    /// Forgets one thing, durably: `{ fact: id }`, `{ episode: id }` (and the facts distilled only from it; its
-    /// turns stay), `{ session: id }` (its turns and what was distilled only from them), `{ turn: id }` (one turn,
-    /// e.g. a poisoned one, with every fact that cites it and the episodes that tell it) or `{ all: true }`.
-    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
-    pub fn forget(&self, #[wasm_bindgen(unchecked_param_type = "ForgetTarget")] target: JsValue) -> Promise {
+    pub fn forget(&self, target: JsValue) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
             check_keys(&target, &["fact", "episode", "session", "turn", "all"], "forget")?;
@@ -508,8 +414,6 @@ impl Memory {
         })
     }
 
-    /// Erases everything this memory holds.
-    #[wasm_bindgen(js_name = forgetAll, unchecked_return_type = "Promise<void>")]
     pub fn forget_all(&self) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -518,8 +422,6 @@ impl Memory {
         })
     }
 
-    /// Closes the memory after pending calls finish; later calls fail with code `CLOSED`.
-    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn close(&self) -> Promise {
         let shared = self.shared.clone();
         let release = self.release_lock.clone();
@@ -538,10 +440,7 @@ impl Memory {
 
 /// Bench only (cargo feature `bench`, never in the published package): splits recall's latency.
 #[cfg(feature = "bench")]
-#[wasm_bindgen]
-impl Memory {
-    /// Embeds `query` as `recall` does; resolves to the vector's length.
-    #[wasm_bindgen(js_name = benchEmbedQuery)]
+impl Leader {
     pub fn bench_embed_query(&self, query: String) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {
@@ -550,8 +449,6 @@ impl Memory {
         })
     }
 
-    /// The token ids of `query`'s first window, as `benchEmbedQuery` feeds them to the model.
-    #[wasm_bindgen(js_name = benchQueryTokens)]
     pub fn bench_query_tokens(&self, query: String) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {

@@ -120,30 +120,16 @@ pub(super) async fn create_runtime(
     }
 }
 
-#[wasm_bindgen(inline_js = r#"
-export function acquireTabLock(name) {
-  const locks = globalThis.navigator && globalThis.navigator.locks;
-  if (!locks) return Promise.resolve("unsupported");
-  return new Promise((resolve, reject) => {
-    locks.request(name, { ifAvailable: true }, (lock) => {
-      if (!lock) { resolve(null); return undefined; }
-      return new Promise((release) => resolve(release));
-    }).catch(reject);
-  });
-}
-"#)]
-extern "C" {
-    /// Takes the Web Lock `name` if no other tab or memory holds it: resolves to a release function, `null`, or
-    /// `"unsupported"` where Web Locks do not exist.
-    #[wasm_bindgen(js_name = acquireTabLock)]
-    pub(super) fn acquire_tab_lock(name: &str) -> Promise;
-}
-
-/// One open memory per name per browser profile: a second tab would work on a stale index and allocate the same
-/// ids, so it is refused with `BLOCKED_BY_OTHER_TAB` until the first closes (or its tab goes away). Without Web
-/// Locks (an insecure origin, an old browser) nothing would keep two tabs apart: `UNSUPPORTED`, never unlocked.
-pub(super) async fn lock_memory(name: &str) -> Result<Function, Error> {
-    let release = JsFuture::from(acquire_tab_lock(&IdbStore::database_name(name)))
+/// One memory per name per browser profile is open at a time: the tab that holds the Web Lock named after its
+/// database (another opener would work on a stale index and allocate the same ids). `granted` is the lock's release
+/// function when the caller already holds it (a follower whose turn came); otherwise the lock is taken if free, and
+/// `BLOCKED_BY_OTHER_TAB` says it is not (the caller then follows the holder, see [`super::tabs`]). Without Web Locks
+/// (an insecure origin, an old browser) nothing would keep two tabs apart: `UNSUPPORTED`, never unlocked.
+pub(super) async fn lock_memory(name: &str, granted: Option<Function>) -> Result<Function, Error> {
+    if let Some(release) = granted {
+        return Ok(release);
+    }
+    let release = JsFuture::from(tabs::try_tab_lock(&IdbStore::database_name(name)))
         .await
         .map_err(|e| Error::Storage(format!("Web Locks: {e:?}")))?;
     if release.as_string().as_deref() == Some("unsupported") {
@@ -153,14 +139,18 @@ pub(super) async fn lock_memory(name: &str) -> Result<Function, Error> {
                 .into(),
         ));
     }
-    release.dyn_into::<Function>().map_err(|_| {
-        Error::BlockedByOtherTab(format!(
-            "memory {name:?} is open in another tab or window; close it there (or call close()) first"
-        ))
-    })
+    release
+        .dyn_into::<Function>()
+        .map_err(|_| Error::BlockedByOtherTab(format!("memory {name:?} is open in another tab")))
 }
 
-pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
+/// Opens the memory as the leading tab: validates `options`, takes the tab lock (or uses `granted`), starts the
+/// [`tabs::TabServer`] at once (so that other tabs wait for this one rather than give up), then loads the assets, the
+/// runtime and the store. On failure the lock is released and the server closed with the error.
+pub(super) async fn open_inner(
+    options: &JsValue,
+    granted: Option<Function>,
+) -> Result<(Leader, tabs::TabServer), Error> {
     if !options.is_object() {
         return Err(Error::invalid("Memory.open needs an options object: { name, embedder?, … }"));
     }
@@ -253,8 +243,14 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
     }
     let dist = OrtDist { base_url: ort_url, wrapper_ext };
 
-    let release_lock = lock_memory(&opts.name).await?;
+    let release_lock = lock_memory(&opts.name, granted).await?;
+    let server = tabs::TabServer::new(&tabs::channel_name(&opts.name));
     let progress_callback = on_progress.clone();
+    let fail = |e: Error, release_lock: &Function| {
+        server.close(e.code(), &e.to_string());
+        let _ = release_lock.call0(&JsValue::NULL);
+        Err(e)
+    };
     match load_memory(&opts, config, dist, &model_url, &tokenizer_url, &on_progress).await {
         Ok((core, device_reason)) => {
             let tokenizer = Rc::new(core.tokenizer().clone());
@@ -262,8 +258,7 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                 Ok(l) => l,
                 Err(e) => {
                     core.into_store().close();
-                    let _ = release_lock.call0(&JsValue::NULL);
-                    return Err(e);
+                    return fail(e, &release_lock);
                 }
             };
             let watch = core.store().watch();
@@ -279,7 +274,7 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
             };
             jobs.start(); // work queued before a reload resumes
             wasm_bindgen_futures::spawn_local(index_in_slices(shared.clone(), progress_callback.clone()));
-            Ok(Memory {
+            let leader = Leader {
                 shared,
                 name: opts.name,
                 device_reason,
@@ -289,12 +284,10 @@ pub(super) async fn open_inner(options: JsValue) -> Result<Memory, Error> {
                 on_progress: progress_callback,
                 distill: distill.is_some(),
                 jobs,
-            })
+            };
+            Ok((leader, server))
         }
-        Err(e) => {
-            let _ = release_lock.call0(&JsValue::NULL);
-            Err(e)
-        }
+        Err(e) => fail(e, &release_lock),
     }
 }
 
