@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// `npm run test:reliability [-- --json PATH]`: the crash and storage-fault tests in headless Chromium, and the
-// model-based fuzzing of the memory against an oracle (native), one after the other; writes the counts each saw.
+// `npm run test:reliability [-- --json PATH]`: the crash, storage-fault and multi-tab tests in headless Chromium, and
+// the model-based fuzzing of the memory against an oracle (native), one after the other; writes the counts each saw.
+// `npm test` runs it with smaller counts (LOCI_MULTITAB_EXCHANGES) to stay near its time budget.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,6 +24,8 @@ run("crashes (renderer crash and browser kill, mid-ingest and mid-distillation)"
   ["tests/reliability/crash.test.mjs", "--json", join(dir, "crash.json")], join(dir, "crash.json"));
 run("injected storage faults", "node", ["tests/reliability/faults.test.mjs", "--json", join(dir, "faults.json")],
   join(dir, "faults.json"));
+run("several tabs on one memory (interleaved adds from 2 and 3 tabs; the leader closed mid-job)", "node",
+  ["tests/reliability/multitab.test.mjs", "--json", join(dir, "multitab.json")], join(dir, "multitab.json"));
 run("model-based fuzzing against an oracle", "cargo", ["test", "--test", "fuzz_native", "--", "--ignored", "--nocapture"],
   join(dir, "fuzz.json"), { LOCI_FUZZ_JSON: join(dir, "fuzz.json") });
 console.log(`\nreliability: ${JSON.stringify(counts)}`);
