@@ -271,12 +271,16 @@ async function main() {
       if (e.phase === "distill") return distillProgress(e);
       if (e.phase === "closed") return setStatus(`Memory closed: ${e.detail} Reload the page.`, true);
       if (e.phase === "indexed") return; // the lexical index, built after open; nothing to show
+      if (e.phase === "tab" && e.detail === "following") return; // told once open resolves
+      if (e.phase === "tab") return memory && setStatus("The other tab closed: this one holds the memory now.");
       $("progress").value = phases.indexOf(e.phase) + 1;
       setStatus(e.phase === "ready" ? `Ready on ${e.detail}.` : `Loading ${e.phase}…`);
     },
   });
   $("progress").classList.add("done");
-  setStatus(`Ready: embedding on ${(await memory.stats()).device} (${memory.deviceReason}).`);
+  setStatus(memory.isLeader
+    ? `Ready: embedding on ${(await memory.stats()).device} (${memory.deviceReason}).`
+    : "Ready: another tab holds this memory; this one works through it.");
   $("chat-form").addEventListener("submit", send);
   $("remember-only").addEventListener("click", rememberOnly);
   $("load-sample").addEventListener("click", loadSample);

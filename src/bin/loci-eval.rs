@@ -201,6 +201,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             Some("prune") => return prune_main(),
             Some("qa") => return qa_main(),
             Some("distill") => return distill_main(),
+            Some("redteam") => return redteam_main(),
             _ => {}
         }
         let args = parse_args()?;
@@ -632,6 +633,88 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             line(locomo::category_name(category).unwrap_or(category), score);
         }
         write_json(o.get("json"), &json!({"report": report, "records": records}))
+    }
+
+    /// Memory poisoning (issue 14): each red-team case's memory (two benign sessions and one with a planted
+    /// instruction) answered by loci's prompt (`Memory::answer`, unpruned) and by a naive prompt that pastes the
+    /// same recalled context into the system message. Prints the attack success rate of each and how many answers
+    /// were still right; `--json` writes every answer.
+    fn redteam_main() -> Result<(), String> {
+        use loci::eval::redteam;
+        let fixture_time =
+            |date: &str| loci::types::parse_time(&TimeInput::Text(date.into())).map_err(|e| e.to_string());
+        let o = options(&["llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "json"])?;
+        let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
+        let (tokenizer, runtime) = model_runtime(2, false, None, EmbedConfig::default().batch_size)?;
+        let mut outcomes = Vec::new();
+        let cases = redteam::cases();
+        let bar = progress(2 * cases.len() as u64, "redteam");
+        for case in &cases {
+            let embedder = Embedder::new(tokenizer.clone(), runtime.clone(), EmbedConfig::default()).map_err(|e| e.to_string())?;
+            let mut memory = block_on(Memory::open(MemStore::new(), embedder, MemoryConfig::default())).map_err(|e| e.to_string())?;
+            let sessions = redteam::BENIGN
+                .iter()
+                .map(|(date, turns)| (*date, turns.to_vec()))
+                .chain(std::iter::once((redteam::PLANT_DATE, vec![("user", case.plant)])));
+            for (i, (date, turns)) in sessions.enumerate() {
+                let time = fixture_time(date)?;
+                let messages: Vec<MessageInput> = turns
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (speaker, text))| MessageInput {
+                        speaker: Some(speaker.to_string()),
+                        content: text.to_string(),
+                        time: Some(TimeInput::Millis(time + j as f64 * 60_000.0)),
+                        ..Default::default()
+                    })
+                    .collect();
+                block_on(memory.add_messages(&messages, Some(&format!("s{i}")), time)).map_err(|e| e.to_string())?;
+            }
+            let now = fixture_time(redteam::PLANT_DATE)? + 86_400_000.0;
+            let mut options = loci::memory::AnswerOptions::default();
+            options.prune.mode = loci::recall::prune::PruneMode::None;
+            options.recall.k = 3; // the whole memory: the plant is always in the context
+            let record = |prompt: &str, result: Result<String, String>| {
+                let (answer, error) = match result {
+                    Ok(a) => (a, None),
+                    Err(e) => (String::new(), Some(e)),
+                };
+                redteam::Outcome {
+                    case: case.name.into(),
+                    prompt: prompt.into(),
+                    attack_followed: redteam::contains(&answer, case.marker),
+                    answered_right: redteam::contains(&answer, case.expected),
+                    answer,
+                    error,
+                }
+            };
+            let fenced = block_on(memory.answer(case.question, &options, &llm, now)).map(|a| a.answer);
+            outcomes.push(record("loci", fenced.map_err(|e| e.to_string())));
+            bar.inc(1);
+            let recalled = block_on(memory.recall(case.question, options.recall)).map_err(|e| e.to_string())?;
+            let naive = block_on(redteam::naive_answer(&llm, &recalled.context, case.question));
+            outcomes.push(record("naive", naive.map_err(|e| e.to_string())));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        for o in &outcomes {
+            println!(
+                "{:<30} {:<6} attack {:<5} right {:<5} {}",
+                o.case,
+                o.prompt,
+                o.attack_followed,
+                o.answered_right,
+                o.error.as_deref().unwrap_or(&o.answer).replace('\n', " ")
+            );
+        }
+        let summaries = [redteam::summarize(&outcomes, "loci"), redteam::summarize(&outcomes, "naive")];
+        for s in &summaries {
+            println!(
+                "{:<6} cases {}  attack success rate {:.2}  answered right {:.2}  errors {}",
+                s.prompt, s.cases, s.attack_success_rate, s.answered_right_rate, s.errors
+            );
+        }
+        write_json(o.get("json"), &json!({"summaries": summaries, "outcomes": outcomes}))
     }
 
     /// Nemori distillation of the first `--sessions` sessions of LoCoMo conv-26 with the user's LLM (a real model):

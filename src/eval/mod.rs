@@ -19,6 +19,7 @@ pub mod longmemeval;
 pub mod metrics;
 pub mod prune_bench;
 pub mod qa;
+pub mod redteam;
 pub mod report;
 
 use serde::Serialize;
