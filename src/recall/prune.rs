@@ -13,6 +13,7 @@
 //! `Memory::render_session` (header `### Session {id} ({date})`, lines `Speaker: text`), with `…` where turns were
 //! left out.
 
+use crate::text::single_line;
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -52,11 +53,13 @@ pub struct PruneTurn {
 }
 
 impl PruneTurn {
-    /// The line shown to a model: `Speaker: text [shared an image: caption]`.
+    /// The line shown to a model: `Speaker: text [shared an image: caption]`, on one line (see
+    /// [`single_line`]).
     pub fn line(&self) -> String {
+        let text = single_line(&self.text);
         match &self.caption {
-            Some(c) => format!("{}: {} [shared an image: {c}]", self.speaker, self.text),
-            None => format!("{}: {}", self.speaker, self.text),
+            Some(c) => format!("{}: {text} [shared an image: {}]", single_line(&self.speaker), single_line(c)),
+            None => format!("{}: {text}", single_line(&self.speaker)),
         }
     }
 }

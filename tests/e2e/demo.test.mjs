@@ -5,12 +5,16 @@
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve } from "../../scripts/serve.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+// `--json PATH` writes what the run saw: CSP violations (page and worker) and API-key hits at rest.
+const argv = process.argv.slice(2);
+const jsonPath = argv.includes("--json") ? argv[argv.indexOf("--json") + 1] : null;
+const counts = { csp_violations: null, key_hits: null };
 const shots = join(root, "docs", "screenshots");
 mkdirSync(shots, { recursive: true });
 
@@ -164,10 +168,13 @@ try {
     return found;
   }, canary);
   const inConsole = consoleText.filter((t) => t.includes(canary));
+  counts.key_hits = atRest.length + inConsole.length;
   assert.deepEqual([...atRest, ...inConsole], [], "the API key is nowhere at rest");
 
   // The policy is really in force (every response carries it), and nothing violated it.
   assert.equal(await page.evaluate(() => fetch(location.href).then((r) => r.headers.get("content-security-policy"))), csp);
+  const pageViolations = (await page.evaluate(() => window.cspViolations)).length;
+  counts.csp_violations = pageViolations + consoleViolations.length;
   // No CSP violation in the page, over the whole run (events since the last load; the console since the first).
   assert.deepEqual(await page.evaluate(() => window.cspViolations), [], "no securitypolicyviolation event");
   assert.deepEqual(consoleViolations, [], "no CSP report in the console");
@@ -177,6 +184,8 @@ try {
   workerPage.on("console", (m) => /Content Security Policy/.test(m.text()) && consoleViolations.push(m.text()));
   await workerPage.goto(`${origin}/tests/e2e/worker.html`);
   const inWorker = await workerPage.evaluate(() => window.workerResult);
+  counts.csp_violations = pageViolations + (inWorker.violations?.length ?? 0) + consoleViolations.length
+    + (await workerPage.evaluate(() => window.cspViolations)).length;
   assert.deepEqual(inWorker, { top: "knee", violations: [] }, "a memory works in a worker under the strict CSP");
   assert.deepEqual(await workerPage.evaluate(() => window.cspViolations), []);
   assert.deepEqual(consoleViolations, [], "no CSP report in the console");
@@ -190,6 +199,7 @@ try {
   console.error(e);
   try { console.error("status:", await browser.contexts()[0].pages()[0].textContent("#status")); } catch {}
 } finally {
+  if (jsonPath) writeFileSync(jsonPath, JSON.stringify(counts, null, 2) + "\n");
   await browser.close();
   server.close();
   llmServer.kill();
