@@ -3,13 +3,26 @@
 //! every operation the memory's export, turn and unit counts must equal the oracle's. Seeded, so a divergence is
 //! reproduced by its sequence number.
 //!
+//! The distilled variant adds `flush` (distillation through the scripted LLM server, with injected LLM faults —
+//! 5xx, malformed and cut JSON — and failing writes) and checks what distillation must keep, whatever the order:
+//! episodes and facts only cite turns that exist, no turn is told by two episodes, a reopen changes nothing, and a
+//! last clean flush tells every added turn in exactly one episode.
+//!
 //! Ignored in `cargo test` (the real embedder makes it take a minute): `npm test` runs it through
-//! `tests/reliability/run.mjs`; `LOCI_FUZZ_SEQUENCES=10000` runs the long version; `LOCI_FUZZ_JSON` writes the counts.
+//! `tests/reliability/run.mjs`; `LOCI_FUZZ_SEQUENCES=10000` runs the long version (the distilled one runs a tenth as
+//! many: each flush talks to the server); `LOCI_FUZZ_JSON` writes the counts.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
+mod llm_server;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use llm_server::LlmServer;
+use loci::distill::DistillConfig;
+use loci::llm::native::UreqTransport;
+use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use serde_json::json;
 
 use loci::memory::{Export, ExportSession, ExportTurn, Memory, MemoryConfig, EXPORT_FORMAT, EXPORT_VERSION};
 use loci::store::MemStore;
@@ -246,6 +259,173 @@ fn sequence(seed: u64, ops: usize, memory: &mut Option<Mem>, operations: &mut us
     Ok(())
 }
 
+/// What distillation must keep after any operation (see the module docs); `Err` names the broken invariant.
+fn distill_invariants(m: &Mem) -> Result<(), String> {
+    let turns: BTreeSet<u64> = m.sessions().iter().flat_map(|s| m.session_turns(&s.id)).map(|t| t.id).collect();
+    let episodes = m.episodes();
+    let mut told = BTreeSet::new();
+    for e in &episodes {
+        for t in &e.turn_ids {
+            if !turns.contains(t) {
+                return Err(format!("episode {} tells turn {t}, which does not exist", e.id));
+            }
+            if !told.insert(*t) {
+                return Err(format!("turn {t} is told by two episodes"));
+            }
+        }
+    }
+    let known: BTreeSet<u64> =
+        episodes.iter().flat_map(|e| std::iter::once(e.id).chain(e.merged_from.iter().copied())).collect();
+    for f in m.facts(false) {
+        if let Some(t) = f.turn_ids.iter().find(|t| !turns.contains(t)) {
+            return Err(format!("fact {} cites turn {t}, which does not exist", f.id));
+        }
+        if let Some(e) = f.episode_ids.iter().find(|e| !known.contains(e)) {
+            return Err(format!("fact {} cites episode {e}, which does not exist", f.id));
+        }
+    }
+    Ok(())
+}
+
+/// Episodes and facts as a reopen must find them.
+fn distilled(m: &Mem) -> String {
+    let s = m.distill_stats();
+    let episodes: Vec<_> = m.episodes().iter().map(|e| (e.id, e.turn_ids.clone(), e.narrative.clone())).collect();
+    let facts: Vec<_> = m.facts(true).iter().map(|f| (f.id, f.statement.clone(), f.superseded_by)).collect();
+    format!("{} jobs, {} pending, {} parked; {episodes:?}; {facts:?}", s.jobs, s.pending_turns, s.parked.len())
+}
+
+/// One distilled sequence against the scripted server; `added` collects the turns added through `add_messages`.
+fn distilled_sequence(
+    seed: u64,
+    ops: usize,
+    memory: &mut Option<Mem>,
+    server: &LlmServer,
+    llm: &OpenAiClient<UreqTransport>,
+    counts: &mut BTreeMap<&'static str, usize>,
+) -> Result<(), String> {
+    let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+    let mut clock = 1_700_000_000_000.0;
+    server.reset();
+    block_on(memory.as_mut().unwrap().forget_all()).map_err(|e| format!("forget_all: {e}"))?;
+    let mut added: BTreeSet<u64> = BTreeSet::new();
+    for step in 0..ops {
+        *counts.entry("operations").or_default() += 1;
+        let m = memory.as_mut().unwrap();
+        let what = match rng.below(100) {
+            0..=44 => {
+                let session = format!("s{}", rng.below(4));
+                let fail = rng.below(10) == 0;
+                let messages: Vec<MessageInput> = (0..1 + rng.below(4))
+                    .map(|i| {
+                        clock += 60_000.0;
+                        MessageInput {
+                            speaker: Some(if i % 2 == 0 { "user" } else { "assistant" }.into()),
+                            content: text(&mut rng),
+                            time: Some(TimeInput::Millis(clock)),
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                m.store().set_fail_writes(fail);
+                let result = block_on(m.add_messages(&messages, Some(&session), clock));
+                m.store().set_fail_writes(false);
+                if let Ok(report) = result {
+                    added.extend(report.turn_ids);
+                }
+                "add"
+            }
+            45..=52 => {
+                let session = format!("s{}", rng.below(5));
+                let _ = block_on(m.forget_session(&session));
+                "forget"
+            }
+            53..=55 => {
+                let all: Vec<u64> = m.sessions().iter().flat_map(|s| m.session_turns(&s.id)).map(|t| t.id).collect();
+                if !all.is_empty() {
+                    let turn = all[rng.below(all.len() as u64) as usize];
+                    block_on(m.forget_turn(turn)).map_err(|e| format!("step {step}: forget turn {turn}: {e}"))?;
+                }
+                "forget_turn"
+            }
+            56..=57 => {
+                block_on(m.forget_all()).map_err(|e| format!("step {step}: forget_all: {e}"))?;
+                added.clear();
+                "forget_all"
+            }
+            58..=69 => {
+                let before = distilled(m);
+                let (store, embedder) = memory.take().unwrap().into_parts();
+                let reopened = block_on(Memory::open(store, embedder, distilled_config()))
+                    .map_err(|e| format!("step {step}: reopen: {e}"))?;
+                let after = distilled(&reopened);
+                *memory = Some(reopened);
+                if before != after {
+                    return Err(format!("step {step}: a reopen changed the distilled state:\n{before}\n{after}"));
+                }
+                "reopen"
+            }
+            _ => {
+                // Flush, sometimes against a failing endpoint, a broken reply, or a store that refuses writes.
+                match rng.below(6) {
+                    0 => server.script(json!([{"status": 500, "times": 1 + rng.below(3)}])),
+                    1 => server.script(json!([{"raw": "not json"}])),
+                    2 => server.script(json!([{"raw": "{\"groups\": [[0, 1"}])),
+                    _ => {}
+                }
+                let fail = rng.below(8) == 0;
+                m.store().set_fail_writes(fail);
+                clock += 3_600_000.0;
+                let result = block_on(m.flush(llm, clock, None, &mut |_| {}));
+                m.store().set_fail_writes(false);
+                match result {
+                    Ok(r) => *counts.entry("llm_failures").or_default() += r.failures,
+                    Err(e) if fail && e.code() == "QUOTA_EXCEEDED" => *counts.entry("write_faults").or_default() += 1,
+                    Err(e) => return Err(format!("step {step}: flush: {e}")),
+                }
+                server.reset();
+                "flush"
+            }
+        };
+        *counts.entry(what).or_default() += 1;
+        let m = memory.as_ref().unwrap();
+        distill_invariants(m).map_err(|e| format!("step {step} ({what}): {e}"))?;
+    }
+    // A last clean flush: every added turn that still exists is told by exactly one episode.
+    let m = memory.as_mut().unwrap();
+    server.reset();
+    clock += 3_600_000.0;
+    block_on(m.retry_parked(clock)).map_err(|e| format!("retry parked: {e}"))?;
+    loop {
+        let report = block_on(m.flush(llm, clock, None, &mut |_| {})).map_err(|e| format!("last flush: {e}"))?;
+        match report.next_try {
+            Some(t) => clock = clock.max(t),
+            None => break,
+        }
+    }
+    distill_invariants(m)?;
+    let stats = m.distill_stats();
+    if stats.jobs != 0 || stats.pending_turns != 0 || !stats.parked.is_empty() {
+        return Err(format!(
+            "after a clean flush: {} jobs, {} pending, {} parked",
+            stats.jobs,
+            stats.pending_turns,
+            stats.parked.len()
+        ));
+    }
+    let exists: BTreeSet<u64> = m.sessions().iter().flat_map(|s| m.session_turns(&s.id)).map(|t| t.id).collect();
+    let told: BTreeSet<u64> = m.episodes().iter().flat_map(|e| e.turn_ids.clone()).collect();
+    let untold: Vec<u64> = added.intersection(&exists).filter(|t| !told.contains(t)).copied().collect();
+    if !untold.is_empty() {
+        return Err(format!("after a clean flush, added turns {untold:?} are in no episode"));
+    }
+    Ok(())
+}
+
+fn distilled_config() -> MemoryConfig {
+    MemoryConfig { distill: Some(DistillConfig { window: 4, ..DistillConfig::default() }), ..Default::default() }
+}
+
 #[test]
 #[ignore = "a minute with the real embedder: run by tests/reliability/run.mjs (npm test)"]
 fn the_memory_agrees_with_an_oracle_over_random_sequences() {
@@ -260,9 +440,37 @@ fn the_memory_agrees_with_an_oracle_over_random_sequences() {
         }
     }
     eprintln!("fuzz: {sequences} sequences, {operations} operations, {} divergences", divergences.len());
+
+    // Distilled: a tenth as many sequences, each ending in a clean flush.
+    let server = LlmServer::start();
+    let mut config = OpenAiConfig::new(server.base_url(), "scripted");
+    config.timeout_ms = 10_000;
+    config.backoff_base_ms = 1;
+    config.max_retries = 0; // injected faults reach the job queue
+    let llm = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let distilled_sequences = (sequences / 10).max(1);
+    let config = distilled_config();
+    let mut memory = Some(block_on(Memory::open(MemStore::new(), common::embedder(config.embed), config)).unwrap());
+    let mut counts = BTreeMap::new();
+    let mut distilled_divergences = Vec::new();
+    for seed in 0..distilled_sequences {
+        if let Err(e) = distilled_sequence(seed, 30, &mut memory, &server, &llm, &mut counts) {
+            distilled_divergences.push(format!("distilled sequence {seed}: {e}"));
+        }
+    }
+    eprintln!(
+        "fuzz (distilled): {distilled_sequences} sequences, {counts:?}, {} divergences",
+        distilled_divergences.len()
+    );
+    divergences.extend(distilled_divergences.iter().cloned());
     if let Ok(path) = std::env::var("LOCI_FUZZ_JSON") {
         let counts = serde_json::json!({
-            "fuzz_sequences": sequences, "fuzz_operations": operations, "fuzz_divergences": divergences.len()
+            "fuzz_sequences": sequences + distilled_sequences, "fuzz_operations": operations + counts.get("operations").copied().unwrap_or(0),
+            "fuzz_divergences": divergences.len(), "fuzz_distilled_sequences": distilled_sequences,
+            "fuzz_distilled_flushes": counts.get("flush").copied().unwrap_or(0),
+            "fuzz_distilled_llm_failures": counts.get("llm_failures").copied().unwrap_or(0),
+            "fuzz_distilled_write_faults": counts.get("write_faults").copied().unwrap_or(0),
+            "fuzz_distilled_divergences": distilled_divergences.len(),
         });
         std::fs::write(path, counts.to_string()).unwrap();
     }
