@@ -191,6 +191,30 @@ try {
   assert.deepEqual(consoleViolations, [], "no CSP report in the console");
   console.log(`e2e: 0 CSP violations under "${csp}" (page and worker); the API key found 0 times at rest`);
 
+  // A second tab of the demo works through the first (which holds the memory), and takes over when it closes.
+  const second = await context.newPage();
+  second.on("request", (r) => requests.push(r.url()));
+  second.on("pageerror", (e) => console.error("second tab error:", e.message));
+  second.on("console", (m) => /Content Security Policy/.test(m.text()) && consoleViolations.push(m.text()));
+  await second.goto(`${origin}/www/`);
+  await ready(second);
+  // (its status line then says where replies come from: the endpoint saved by the first tab)
+  assert.equal(await second.evaluate(() => window.loci.memory.isLeader), false);
+  const turnsBefore = await page.evaluate(async () => (await window.loci.memory.stats()).turns);
+  await second.fill("#message", "My neighbour's parrot is called Captain.");
+  await second.click("#remember-only");
+  await statusStarts(second, "Stored");
+  assert.equal(await page.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBefore + 1,
+    "what the second tab remembers is in the memory the first holds");
+  await page.close();
+  await statusStarts(second, "The other tab closed");
+  assert.equal(await second.evaluate(() => window.loci.memory.isLeader), true);
+  assert.equal(await second.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBefore + 1);
+  await chat(second, "What is the parrot called?");
+  assert.match(await second.textContent("#evidence"), /Captain/, "the second tab recalls after the takeover");
+  assert.deepEqual(consoleViolations, [], "no CSP report in the console");
+  console.log("e2e: a second tab followed the first, then took over when it closed");
+
   const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !/^(data|blob):/.test(u));
   assert.deepEqual(foreign, [], "nothing leaves the page but calls to the user's endpoint");
   console.log(`e2e demo: ok (${requests.length} requests: the page's origin and the configured endpoint only)`);
