@@ -111,7 +111,10 @@ async fn memories_persist_across_close_and_reopen() {
         });
         wasm_bindgen_futures::JsFuture::from(tick).await.unwrap();
     }
-    assert!(phases().ends_with(r#""ready","indexed"]"#), "{}", phases());
+    // The open also says this tab leads (`tab`): it holds the memory, no other tab does.
+    let without_tab = phases().replace(r#","tab""#, "");
+    assert!(without_tab.ends_with(r#""ready","indexed"]"#), "{}", phases());
+    assert_eq!(phases().matches(r#""tab""#).count(), 1, "{}", phases());
     wait(m.close()).await.unwrap();
 }
 
