@@ -76,6 +76,21 @@ fn text(rng: &mut Rng) -> String {
     (0..n).map(|_| WORDS[rng.below(WORDS.len() as u64) as usize]).collect::<Vec<_>>().join(" ")
 }
 
+/// 1 to `most` messages, user and assistant in turn, a minute apart.
+fn messages(rng: &mut Rng, most: u64, clock: &mut f64) -> Vec<MessageInput> {
+    (0..1 + rng.below(most))
+        .map(|i| {
+            *clock += 60_000.0;
+            MessageInput {
+                speaker: Some(if i % 2 == 0 { "user" } else { "assistant" }.into()),
+                content: text(rng),
+                time: Some(TimeInput::Millis(*clock)),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
 /// The memory as the oracle sees it: sessions → (speaker, text, time), from its export.
 fn observed(m: &Mem) -> Oracle {
     m.export(0.0)
@@ -130,17 +145,7 @@ fn sequence(seed: u64, ops: usize, memory: &mut Option<Mem>, operations: &mut us
                 // Add 1–3 messages to one of six sessions; a failing store refuses the whole call.
                 let session = format!("s{}", rng.below(6));
                 let fail = rng.below(10) == 0;
-                let messages: Vec<MessageInput> = (0..1 + rng.below(3))
-                    .map(|i| {
-                        clock += 60_000.0;
-                        MessageInput {
-                            speaker: Some(if i % 2 == 0 { "user" } else { "assistant" }.into()),
-                            content: text(&mut rng),
-                            time: Some(TimeInput::Millis(clock)),
-                            ..Default::default()
-                        }
-                    })
-                    .collect();
+                let messages = messages(&mut rng, 3, &mut clock);
                 m.store().set_fail_writes(fail);
                 let result = block_on(m.add_messages(&messages, Some(&session), clock));
                 m.store().set_fail_writes(false);
@@ -316,17 +321,7 @@ fn distilled_sequence(
             0..=44 => {
                 let session = format!("s{}", rng.below(4));
                 let fail = rng.below(10) == 0;
-                let messages: Vec<MessageInput> = (0..1 + rng.below(4))
-                    .map(|i| {
-                        clock += 60_000.0;
-                        MessageInput {
-                            speaker: Some(if i % 2 == 0 { "user" } else { "assistant" }.into()),
-                            content: text(&mut rng),
-                            time: Some(TimeInput::Millis(clock)),
-                            ..Default::default()
-                        }
-                    })
-                    .collect();
+                let messages = messages(&mut rng, 4, &mut clock);
                 m.store().set_fail_writes(fail);
                 let result = block_on(m.add_messages(&messages, Some(&session), clock));
                 m.store().set_fail_writes(false);
