@@ -10,7 +10,8 @@
 //!
 //! Ignored in `cargo test` (the real embedder makes it take a minute): `npm test` runs it through
 //! `tests/reliability/run.mjs`; `LOCI_FUZZ_SEQUENCES=10000` runs the long version (the distilled one runs a tenth as
-//! many: each flush talks to the server); `LOCI_FUZZ_JSON` writes the counts.
+//! many: each flush talks to the server); `LOCI_FUZZ_SHARD=i/n` runs one shard of the seeds (a process per core);
+//! `LOCI_FUZZ_JSON` writes the counts.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -424,12 +425,20 @@ fn distilled_config() -> MemoryConfig {
 #[test]
 #[ignore = "a minute with the real embedder: run by tests/reliability/run.mjs (npm test)"]
 fn the_memory_agrees_with_an_oracle_over_random_sequences() {
-    let sequences: u64 = std::env::var("LOCI_FUZZ_SEQUENCES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let all: u64 = std::env::var("LOCI_FUZZ_SEQUENCES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    // `LOCI_FUZZ_SHARD=i/n`: only the seeds ≡ i (mod n), so that a long run can use every core (one process each).
+    let (shard, shards) = std::env::var("LOCI_FUZZ_SHARD")
+        .ok()
+        .and_then(|v| v.split_once('/').and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?))))
+        .filter(|&(i, n): &(u64, u64)| i < n)
+        .unwrap_or((0, 1));
+    let mine = move |seed: &u64| seed % shards == shard;
+    let sequences = (0..all).filter(mine).count() as u64;
     let ops = 25;
     let config = MemoryConfig::default();
     let mut memory = Some(block_on(Memory::open(MemStore::new(), common::embedder(config.embed), config)).unwrap());
     let (mut divergences, mut operations) = (Vec::new(), 0);
-    for seed in 0..sequences {
+    for seed in (0..all).filter(mine) {
         if let Err(e) = sequence(seed, ops, &mut memory, &mut operations) {
             divergences.push(format!("sequence {seed}: {e}"));
         }
@@ -443,12 +452,13 @@ fn the_memory_agrees_with_an_oracle_over_random_sequences() {
     config.backoff_base_ms = 1;
     config.max_retries = 0; // injected faults reach the job queue
     let llm = OpenAiClient::new(config, UreqTransport::new()).unwrap();
-    let distilled_sequences = (sequences / 10).max(1);
+    let distilled_all = (all / 10).max(1);
+    let distilled_sequences = (0..distilled_all).filter(mine).count() as u64;
     let config = distilled_config();
     let mut memory = Some(block_on(Memory::open(MemStore::new(), common::embedder(config.embed), config)).unwrap());
     let mut counts = BTreeMap::new();
     let mut distilled_divergences = Vec::new();
-    for seed in 0..distilled_sequences {
+    for seed in (0..distilled_all).filter(mine) {
         if let Err(e) = distilled_sequence(seed, 30, &mut memory, &server, &llm, &mut counts) {
             distilled_divergences.push(format!("distilled sequence {seed}: {e}"));
         }
