@@ -64,6 +64,9 @@ pub enum Error {
     /// been carried out. Later calls go to the tab that leads now.
     #[error("the leading tab went away: {0}")]
     LeaderGone(String),
+    /// An encrypted memory was opened without its key, or with a wrong one (nothing was changed).
+    #[error("wrong key: {0}")]
+    BadKey(String),
 }
 
 impl Error {
@@ -86,6 +89,7 @@ impl Error {
             Error::LlmContextExceeded(_) => "LLM_CONTEXT_EXCEEDED",
             Error::LlmBadReply(_) => "LLM_BAD_REPLY",
             Error::Aborted => "ABORTED",
+            Error::BadKey(_) => "BAD_KEY",
             Error::Timeout(_) => "TIMEOUT",
             Error::Unsupported(_) => "UNSUPPORTED",
             Error::LeaderGone(_) => "LEADER_GONE",

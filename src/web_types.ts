@@ -22,7 +22,16 @@ export interface OpenOptions {
   distill?: boolean | DistillOptions;
   /** Open phases, one `{ phase: "distill", … }` event per distillation job run, and a background run's error. */
   onProgress?: (event: ProgressEvent | DistillProgressEvent) => void;
+  /**
+   * Encryption at rest (off by default): every record is sealed with AES-256-GCM (WebCrypto). A new memory opened
+   * with it is created encrypted; an encrypted memory needs it (`BAD_KEY` without it or with a wrong one). A
+   * passphrase is stretched with PBKDF2-SHA256 (600,000 iterations); a `CryptoKey` (AES-GCM, encrypt + decrypt,
+   * may be non-extractable) is used as it is. Never stored.
+   */
+  encryption?: EncryptionOptions;
 }
+
+export type EncryptionOptions = { passphrase: string } | { key: CryptoKey };
 
 /** Distillation settings (defaults: the Nemori paper's). */
 export interface DistillOptions {
@@ -438,6 +447,8 @@ export interface MemoryExport {
   version: number;
   exportedAt: number;
   model: string;
+  /** Always `false`: an export is plaintext, also from an encrypted memory. Protect it accordingly. */
+  encrypted: boolean;
   sessions: { id: string; title?: string; turns: { speaker: string; text: string; caption?: string; time: number }[] }[];
 }
 
@@ -452,7 +463,7 @@ export type LociErrorCode =
   | "INVALID_INPUT" | "MODEL_MISMATCH" | "SCHEMA_MISMATCH" | "EMBEDDER_FAILED" | "ASSET_FAILED" | "STORAGE_FAILED"
   | "QUOTA_EXCEEDED" | "BLOCKED_BY_OTHER_TAB" | "CLOSED" | "NOT_FOUND" | "LLM_UNAVAILABLE" | "LLM_RATE_LIMITED"
   | "LLM_REJECTED" | "LLM_CONTEXT_EXCEEDED" | "LLM_BAD_REPLY" | "ABORTED" | "TIMEOUT" | "UNSUPPORTED"
-  | "LEADER_GONE" | string;
+  | "LEADER_GONE" | "BAD_KEY" | string;
 
 export interface LociError extends Error {
   name: "LociError";

@@ -8,6 +8,7 @@ use js_sys::{Function, Reflect};
 use loci::distill::{DistillItem, DistillMeta, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobKind};
 use loci::embed::{DIM, MODEL_ID};
 use loci::store::idb::IdbStore;
+use loci::store::seal::KeySource;
 use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK};
 use loci::types::{Session, Turn, Unit, UnitMode};
 use wasm_bindgen::JsValue;
@@ -499,4 +500,227 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     assert_eq!(store.load().await.unwrap(), reference.load().await.unwrap(), "a string turn chunk reads the same");
     store.close();
     IdbStore::delete("t-v3").await.expect("delete");
+}
+
+// Encryption at rest (`loci::store::seal`): a memory opened with a key stores nothing readable.
+
+const CANARY_TEXT: &str = "zebra-canary-7731 lives at 12 Quince Lane";
+const CANARY_SESSION: &str = "canary-session-for-maya";
+
+fn passphrase(p: &str) -> KeySource {
+    KeySource::Passphrase(p.into())
+}
+
+/// Random-looking unit vectors (a dense pattern, so that their int8 codes are distinctive bytes to search for).
+fn canary_vector(id: u32) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIM as u32).map(|i| ((i.wrapping_mul(2_654_435_761) ^ id.wrapping_mul(40_503)) % 1000) as f32 / 500.0 - 1.0).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// A canary conversation: its session name and turn texts are distinctive strings, with units in two vector
+/// chunks (ids 1–3 and VECTOR_CHUNK + 1), then the distillation batches.
+fn canary_batches() -> Vec<WriteBatch> {
+    let mut batches = distill_batches();
+    let mut turns: Vec<Turn> = (10..16).map(|id| turn(id, CANARY_SESSION)).collect();
+    for t in &mut turns {
+        t.text = format!("{CANARY_TEXT} (turn {})", t.id);
+    }
+    let units = [1, 2, 3, VECTOR_CHUNK + 1]
+        .iter()
+        .map(|&id| StoredUnit {
+            unit: Unit { id, session: CANARY_SESSION.into(), turn_ids: vec![10 + id as u64 % 6] },
+            vectors: Rows::F32(canary_vector(id)),
+        })
+        .collect();
+    batches.push(WriteBatch {
+        meta: Some(Meta {
+            schema: SCHEMA_VERSION,
+            model: MODEL_ID.into(),
+            dim: DIM as u32,
+            unit_mode: UnitMode::Pair,
+            next_turn: 16,
+            next_unit: VECTOR_CHUNK + 2,
+        }),
+        sessions: vec![session(CANARY_SESSION)],
+        turns,
+        units,
+        ..Default::default()
+    });
+    batches
+}
+
+/// Every key and value of every object store of database `name`, as bytes (strings as UTF-8 and UTF-16, typed
+/// arrays as they are, objects field by field): what someone with the disk could read.
+async fn raw_database_bytes(name: &str) -> Vec<u8> {
+    let body = format!(
+        r#"return (async () => {{
+          const req = (r) => new Promise((ok, fail) => {{ r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); }});
+          const db = await req(indexedDB.open({name:?}));
+          const parts = [];
+          const utf8 = new TextEncoder();
+          const add = (v) => {{
+            if (v === null || v === undefined) return;
+            if (typeof v === "string") {{
+              parts.push(utf8.encode(v));
+              parts.push(new Uint8Array(Uint16Array.from(v, (c) => c.charCodeAt(0)).buffer));
+            }} else if (typeof v === "number" || typeof v === "boolean") parts.push(utf8.encode(String(v)));
+            else if (ArrayBuffer.isView(v)) parts.push(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+            else if (v instanceof ArrayBuffer) parts.push(new Uint8Array(v));
+            else if (Array.isArray(v)) v.forEach(add);
+            else if (typeof v === "object") for (const [k, x] of Object.entries(v)) {{ add(k); add(x); }}
+          }};
+          for (const store of db.objectStoreNames) {{
+            const os = db.transaction(store).objectStore(store);
+            const [keys, values] = await Promise.all([req(os.getAllKeys()), req(os.getAll())]);
+            keys.forEach(add);
+            values.forEach(add);
+          }}
+          db.close();
+          const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+          let at = 0;
+          for (const p of parts) {{ out.set(p, at); at += p.length; }}
+          return out;
+        }})()"#
+    );
+    js_sys::Uint8Array::new(&run_js(&body).await).to_vec()
+}
+
+fn occurrences(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+/// How often the canary's strings and 24-byte runs of its vectors' int8 codes occur in `bytes`.
+fn canary_hits(bytes: &[u8]) -> (usize, usize) {
+    let text = occurrences(bytes, b"zebra-canary") + occurrences(bytes, CANARY_SESSION.as_bytes());
+    let vectors = [1, 2, 3, VECTOR_CHUNK + 1]
+        .iter()
+        .map(|&id| {
+            let (codes, _) = Rows::F32(canary_vector(id)).to_int8(DIM);
+            let codes: Vec<u8> = codes.iter().map(|&c| c as u8).collect();
+            codes.chunks_exact(24).map(|run| occurrences(bytes, run)).sum::<usize>()
+        })
+        .sum();
+    (text, vectors)
+}
+
+#[wasm_bindgen_test]
+async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
+    for name in ["t-plain-canary", "t-enc"] {
+        let _ = IdbStore::delete(name).await;
+    }
+    let key = passphrase("correct horse battery staple");
+    let plain = IdbStore::open("t-plain-canary").await.expect("open plaintext");
+    let store = IdbStore::open_with("t-enc", Default::default(), Some(&key)).await.expect("create encrypted");
+    assert!(store.is_encrypted() && !plain.is_encrypted());
+    let reference = MemStore::new();
+    for batch in canary_batches() {
+        plain.write(batch.clone()).await.expect("plaintext write");
+        store.write(batch.clone()).await.expect("encrypted write");
+        reference.write(batch).await.expect("mem write");
+    }
+    // The plaintext store is the reference (it holds vectors as int8, as the encrypted one does); it holds what
+    // MemStore holds.
+    let expected = plain.load().await.expect("plaintext load");
+    let mem = reference.load().await.unwrap();
+    assert_eq!((&expected.sessions, &expected.turns, &expected.distill), (&mem.sessions, &mem.turns, &mem.distill));
+    assert_eq!(expected.units.len(), 4);
+    assert_eq!(store.load().await.expect("encrypted load"), expected);
+    plain.close();
+    store.close();
+
+    // The scanner finds the canary where it is stored in plaintext (so a 0 below means something) …
+    let (text, vectors) = canary_hits(&raw_database_bytes("loci:t-plain-canary").await);
+    assert!(text > 0 && vectors > 0, "the scan finds the plaintext canary: {text} text, {vectors} vector hits");
+    // … and finds none of it in the encrypted database.
+    assert_eq!(canary_hits(&raw_database_bytes("loci:t-enc").await), (0, 0), "canary hits at rest");
+
+    // A wrong key, or none, is BAD_KEY and changes nothing; a key does not encrypt a plaintext memory.
+    let wrong = IdbStore::open_with("t-enc", Default::default(), Some(&passphrase("wrong"))).await;
+    assert_eq!(wrong.err().map(|e| e.code()), Some("BAD_KEY"));
+    let none = IdbStore::open("t-enc").await;
+    assert_eq!(none.err().map(|e| e.code()), Some("BAD_KEY"));
+    let keyed_plain = IdbStore::open_with("t-plain-canary", Default::default(), Some(&key)).await;
+    assert_eq!(keyed_plain.err().map(|e| e.code()), Some("INVALID_INPUT"));
+    IdbStore::check_key("t-enc", Some(&key)).await.expect("the right key checks");
+    assert_eq!(IdbStore::check_key("t-enc", None).await.err().map(|e| e.code()), Some("BAD_KEY"));
+    let store = IdbStore::open_with("t-enc", Default::default(), Some(&key)).await.expect("reopen");
+    assert_eq!(store.load().await.unwrap(), expected, "reopened with the key, unchanged");
+
+    // Changing the key: the old one no longer opens it, the new one does, and the content is the same.
+    let next = passphrase("a new passphrase");
+    assert_eq!(store.change_key(&passphrase("wrong"), &next).await.err().map(|e| e.code()), Some("BAD_KEY"));
+    store.change_key(&key, &next).await.expect("change the key");
+    store.close();
+    let old = IdbStore::open_with("t-enc", Default::default(), Some(&key)).await;
+    assert_eq!(old.err().map(|e| e.code()), Some("BAD_KEY"));
+    let store = IdbStore::open_with("t-enc", Default::default(), Some(&next)).await.expect("open with the new key");
+    assert_eq!(store.load().await.unwrap(), expected);
+
+    // Emptied (forgetAll), it stays encrypted under the same key.
+    store.clear().await.expect("clear");
+    store.write(canary_batches().pop().unwrap()).await.expect("write after clear");
+    store.close();
+    let none = IdbStore::open("t-enc").await;
+    assert_eq!(none.err().map(|e| e.code()), Some("BAD_KEY"));
+    let store = IdbStore::open_with("t-enc", Default::default(), Some(&next)).await.expect("open after clear");
+    assert_eq!(store.load().await.unwrap().turns.len(), 6);
+    store.close();
+    for name in ["t-plain-canary", "t-enc"] {
+        IdbStore::delete(name).await.expect("delete");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn tampered_records_are_set_aside_and_the_rest_opens() {
+    let _ = IdbStore::delete("t-tamper").await;
+    let key = passphrase("tamper test");
+    let store = IdbStore::open_with("t-tamper", Default::default(), Some(&key)).await.expect("create");
+    for batch in canary_batches() {
+        store.write(batch).await.expect("write");
+    }
+    let expected = store.load().await.unwrap();
+    store.close();
+    // Flip a byte of the turn chunk 0's ciphertext; swap the two vector chunks; swap the sealed contents of
+    // episodes 1 and 2 (their ids stay).
+    run_js(
+        r#"return (async () => {
+          const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+          const db = await req(indexedDB.open("loci:t-tamper"));
+          const tx = db.transaction(["turnChunks", "vectors", "episodes"], "readwrite");
+          const turns = tx.objectStore("turnChunks"), vectors = tx.objectStore("vectors"), episodes = tx.objectStore("episodes");
+          const t0 = await req(turns.get(0));
+          t0[20] ^= 1;
+          turns.put(t0, 0);
+          const [v0, v1] = [await req(vectors.get(0)), await req(vectors.get(1))];
+          vectors.put(v1, 0);
+          vectors.put(v0, 1);
+          const [e1, e2] = [await req(episodes.get(1)), await req(episodes.get(2))];
+          episodes.put({ id: 1, c: e2.c });
+          episodes.put({ id: 2, c: e1.c });
+          await new Promise((ok) => (tx.oncomplete = ok));
+          db.close();
+        })()"#,
+    )
+    .await;
+    let store = IdbStore::open_with("t-tamper", Default::default(), Some(&key)).await.expect("reopen");
+    let loaded = store.load().await.expect("the rest opens");
+    let mut set_aside: Vec<(String, String)> =
+        loaded.quarantined.iter().map(|q| (q.store.clone(), q.key.clone())).collect();
+    set_aside.sort();
+    let expect = |s: &str, k: &str| (s.to_string(), k.to_string());
+    assert_eq!(
+        set_aside,
+        vec![expect("episodes", "1"), expect("episodes", "2"), expect("turnChunks", "0"), expect("vectors", "0"), expect("vectors", "1")],
+        "every tampered record is detected: {:?}",
+        loaded.quarantined
+    );
+    assert!(loaded.quarantined.iter().all(|q| q.reason.contains("failed authentication")), "{:?}", loaded.quarantined);
+    // What was not touched reads back as written.
+    assert_eq!(loaded.sessions, expected.sessions);
+    assert_eq!(loaded.distill.facts, expected.distill.facts);
+    assert_eq!(loaded.distill.jobs, expected.distill.jobs);
+    assert!(loaded.turns.is_empty() && loaded.units.is_empty() && loaded.distill.episodes.is_empty());
+    store.close();
+    IdbStore::delete("t-tamper").await.expect("delete");
 }

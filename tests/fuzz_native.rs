@@ -111,6 +111,7 @@ fn as_export(sessions: &Oracle) -> Export {
         version: EXPORT_VERSION,
         exported_at: 0.0,
         model: loci::embed::MODEL_ID.into(),
+        encrypted: false,
         sessions: Vec::new(),
     };
     for (id, turns) in sessions {

@@ -23,6 +23,10 @@ pub struct Export {
     pub exported_at: TimeMs,
     /// The model the exporting memory embedded with (informative: vectors are recomputed on import).
     pub model: String,
+    /// Whether the document is encrypted. Always `false`: an export is plaintext JSON, also from an encrypted
+    /// memory (said in the document, so that an app knows to protect it).
+    #[serde(default)]
+    pub encrypted: bool,
     pub sessions: Vec<ExportSession>,
 }
 
@@ -76,6 +80,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             version: EXPORT_VERSION,
             exported_at: now,
             model: MODEL_ID.into(),
+            encrypted: false,
             sessions,
         }
     }

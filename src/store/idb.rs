@@ -26,10 +26,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
 use async_trait::async_trait;
+use futures::future::join_all;
 use idb::{Database, KeyPath, ObjectStore, Query, TransactionMode};
 use js_sys::{Float32Array, Int8Array, Object, Reflect, Uint32Array, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
+use super::seal::{KeySource, Sealer};
 use super::{
     Meta, Quarantined, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK,
 };
@@ -54,6 +56,8 @@ const ALL: [&str; 9] = [META, SESSIONS, TURNS, UNITS, TURN_CHUNKS, VECTORS, EPIS
 /// Keys in the `meta` store.
 const META_KEY: &str = "meta";
 const DISTILL_KEY: &str = "distill";
+/// The key record of an encrypted memory (plaintext: how to unlock it; see [`super::seal`]).
+const KEY_KEY: &str = "key";
 /// A damaged chunk that a write has to rewrite is first copied aside under this key prefix (see `set_aside`), so
 /// that nothing is deleted without the user asking.
 const QUARANTINE_PREFIX: &str = "quarantine:";
@@ -237,6 +241,13 @@ pub struct IdbStore {
     /// Vector dimension: the model's, or the stored meta's once seen (tests store tiny vectors).
     dim: Cell<usize>,
     watch: ConnectionWatch,
+    /// Set when the memory is encrypted: every record is sealed (see [`super::seal`]).
+    sealer: Option<Sealer>,
+    /// The key record of an encrypted memory, put back after a `clear` (it is not content).
+    key_record: RefCell<Option<JsValue>>,
+    /// Encrypted writes read their chunks in one transaction and write them in another (WebCrypto's promises would
+    /// let a single transaction commit half-way): one write at a time keeps that read-modify-write atomic.
+    write_gate: futures::lock::Mutex<()>,
 }
 
 impl IdbStore {
@@ -247,14 +258,106 @@ impl IdbStore {
 
     /// Opens (creating on first use, adding the object stores an older database lacks) the database of memory `name`.
     pub async fn open(name: &str) -> Result<Self> {
-        Self::open_with(name, Durability::default()).await
+        Self::open_with(name, Durability::default(), None).await
     }
 
-    /// [`open`](Self::open) with the durability of its writes.
-    pub async fn open_with(name: &str, durability: Durability) -> Result<Self> {
+    /// [`open`](Self::open) with the durability of its writes, and the key of an encrypted memory: a new memory
+    /// opened with a key is created encrypted; an encrypted one needs its key (`BAD_KEY` otherwise, and for a
+    /// wrong one); a memory stored in plaintext is not encrypted by opening it with a key (`INVALID_INPUT`: export
+    /// it and import it into a new, encrypted memory).
+    pub async fn open_with(name: &str, durability: Durability, encryption: Option<&KeySource>) -> Result<Self> {
         let watch = ConnectionWatch::default();
         let conn = Self::connect(name, &watch).await?;
-        Ok(IdbStore { conn: RefCell::new(conn), durability, name: name.to_string(), dim: Cell::new(DIM), watch })
+        let unlocked = Self::unlock(&conn, name, encryption, true).await;
+        let (sealer, key_record) = match unlocked {
+            Ok(Some((sealer, record))) => (Some(sealer), Some(record)),
+            Ok(None) => (None, None),
+            Err(e) => {
+                conn.db.close();
+                return Err(e);
+            }
+        };
+        Ok(IdbStore {
+            conn: RefCell::new(conn),
+            durability,
+            name: name.to_string(),
+            dim: Cell::new(DIM),
+            watch,
+            sealer,
+            key_record: RefCell::new(key_record),
+            write_gate: Default::default(),
+        })
+    }
+
+    /// Checks, without keeping the database open, that `encryption` is what memory `name` needs (a tab that
+    /// follows another opens nothing itself, but a wrong key must still be refused there).
+    pub async fn check_key(name: &str, encryption: Option<&KeySource>) -> Result<()> {
+        let conn = Self::connect(name, &ConnectionWatch::default()).await?;
+        let checked = Self::unlock(&conn, name, encryption, false).await;
+        conn.db.close();
+        checked.map(|_| ())
+    }
+
+    /// Reads the key record and whether the memory holds anything: the sealer (and key record) of an encrypted
+    /// memory, created for a new one when `create`.
+    async fn unlock(
+        conn: &Connection,
+        name: &str,
+        encryption: Option<&KeySource>,
+        create: bool,
+    ) -> Result<Option<(Sealer, JsValue)>> {
+        let database = Self::database_name(name);
+        let tx = conn.db.transaction(&[META], TransactionMode::ReadOnly).map_err(|e| idb_err("reading", e))?;
+        let meta = Self::store(&tx, META)?;
+        let key_req = meta.get(JsValue::from_str(KEY_KEY)).map_err(|e| idb_err("reading the key", e))?;
+        let meta_req = meta.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
+        let key = key_req.await.map_err(|e| idb_err("reading the key", e))?.filter(|k| !k.is_undefined());
+        let has_meta = meta_req.await.map_err(|e| idb_err("reading meta", e))?.is_some_and(|m| !m.is_undefined());
+        match (key, encryption) {
+            (Some(record), Some(source)) => Ok(Some((Sealer::unlock(source, &database, &record).await?, record))),
+            (Some(_), None) => Err(Error::BadKey(format!(
+                "memory {name:?} is encrypted: open it with `encryption: {{ passphrase }}` or `{{ key }}`"
+            ))),
+            (None, Some(_)) if has_meta => Err(Error::invalid(format!(
+                "memory {name:?} is stored unencrypted, and opening it with a key does not encrypt it: export it \
+                 and import the export into a new memory opened with `encryption`"
+            ))),
+            (None, Some(source)) if create => {
+                let (sealer, record) = Sealer::create(source, &database).await?;
+                let tx = conn.db.transaction(&[META], TransactionMode::ReadWrite).map_err(|e| idb_err("writing", e))?;
+                Self::store(&tx, META)?
+                    .put(&record, Some(&JsValue::from_str(KEY_KEY)))
+                    .map_err(|e| idb_err("writing the key", e))?;
+                let done = tx.await.map_err(|e| idb_err("writing the key", e))?;
+                if !done.is_committed() {
+                    return Err(Error::Storage("writing the key: the transaction was aborted".into()));
+                }
+                Ok(Some((sealer, record)))
+            }
+            (None, _) => Ok(None),
+        }
+    }
+
+    /// Whether the memory is encrypted.
+    pub fn is_encrypted(&self) -> bool {
+        self.sealer.is_some()
+    }
+
+    /// Re-wraps an encrypted memory's key for `next` once `current` opens it (`BAD_KEY` otherwise): one record in
+    /// one transaction, so an interruption leaves the memory opening with `current`, and a commit with `next`.
+    pub async fn change_key(&self, current: &KeySource, next: &KeySource) -> Result<()> {
+        let Some(record) = self.key_record.borrow().clone() else {
+            return Err(Error::invalid(format!("memory {:?} is not encrypted", self.name)));
+        };
+        let _gate = self.write_gate.lock().await;
+        let rewrapped = Sealer::rewrap(&record, current, next, &Self::database_name(&self.name)).await?;
+        let (tx, raw) = self.write_transaction("changing the key").await?;
+        Self::store(&tx, META)?
+            .put(&rewrapped, Some(&JsValue::from_str(KEY_KEY)))
+            .map_err(|e| idb_err("writing the key", e))?;
+        Self::commit(tx, &raw, "changing the key").await?;
+        *self.key_record.borrow_mut() = Some(rewrapped);
+        Ok(())
     }
 
     /// Opens a connection whose `versionchange` and `close` events go to `watch`.
@@ -424,20 +527,11 @@ impl IdbStore {
 
     /// Queues all of `batch` into `tx` (reading the turn and vector chunks it touches); the caller commits or aborts.
     async fn queue_write(&self, tx: &idb::Transaction, batch: &WriteBatch) -> Result<()> {
-        let dim = batch.meta.as_ref().map(|m| m.dim as usize).unwrap_or(self.dim.get());
         // Refuse a damaged batch before anything is queued.
-        for u in &batch.units {
-            if !u.vectors.is_whole(dim) {
-                return Err(Error::Storage(format!("unit {} has a damaged vector", u.unit.id)));
-            }
-        }
-        self.dim.set(dim);
+        let dim = self.batch_dim(batch)?;
         // The chunks this batch touches are read first, inside this transaction; every request is queued before the
         // first is awaited.
-        let turn_chunks: BTreeSet<u64> =
-            batch.turns.iter().map(|t| t.id).chain(batch.delete_turns.iter().copied()).map(turn_chunk_of).collect();
-        let unit_chunks: BTreeSet<u32> =
-            batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
+        let (turn_chunks, unit_chunks) = touched_chunks(batch);
         let turn_store = Self::store(tx, TURN_CHUNKS)?;
         let vectors = Self::store(tx, VECTORS)?;
         let mut turn_reads = Vec::with_capacity(turn_chunks.len());
@@ -478,26 +572,13 @@ impl IdbStore {
             };
             turns.insert(c, chunk);
         }
-        for t in &batch.turns {
-            if let Some(c) = turns.get_mut(&turn_chunk_of(t.id)) {
-                c.insert(t.id, t.clone());
-            }
-        }
-        for id in &batch.delete_turns {
-            if let Some(c) = turns.get_mut(&turn_chunk_of(*id)) {
-                c.remove(id);
-            }
-        }
+        merge_turns(&mut turns, batch);
         for (n, chunk) in &turns {
             let key = JsValue::from(*n as f64);
             if chunk.is_empty() {
                 turn_store.delete(Query::Key(key)).map_err(|e| idb_err("writing turns", e))?;
             } else {
-                // UTF-8 JSON bytes: at open they are copied into wasm as they are (a JS string would be re-encoded
-                // from UTF-16, which cost ~0.2 s of a 100k-unit open).
-                let json = serde_json::to_vec(&chunk.values().collect::<Vec<_>>())
-                    .map_err(|e| Error::Storage(format!("encoding turns: {e}")))?;
-                let bytes = Uint8Array::from(json.as_slice());
+                let bytes = Uint8Array::from(turns_json(chunk)?.as_slice());
                 turn_store.put(&bytes, Some(&key)).map_err(|e| idb_err("writing turns", e))?;
             }
         }
@@ -518,17 +599,7 @@ impl IdbStore {
             };
             chunks.insert(c, chunk);
         }
-        for id in &batch.delete_units {
-            if let Some(c) = chunks.get_mut(&chunk_of(*id)) {
-                c.units.remove(id);
-            }
-        }
-        for u in &batch.units {
-            if let Some(c) = chunks.get_mut(&chunk_of(u.unit.id)) {
-                let (codes, scales) = u.vectors.to_int8(dim);
-                c.units.insert(u.unit.id, ChunkUnit { codes, scales, unit: Some(u.unit.clone()) });
-            }
-        }
+        merge_units(&mut chunks, batch, dim);
         for (n, chunk) in &chunks {
             let key = JsValue::from(*n);
             if chunk.units.is_empty() {
@@ -538,6 +609,143 @@ impl IdbStore {
             }
         }
         Ok(())
+    }
+
+    /// Checks a batch's vectors against the dimension (before anything is queued), and returns that dimension.
+    fn batch_dim(&self, batch: &WriteBatch) -> Result<usize> {
+        let dim = batch.meta.as_ref().map(|m| m.dim as usize).unwrap_or(self.dim.get());
+        for u in &batch.units {
+            if !u.vectors.is_whole(dim) {
+                return Err(Error::Storage(format!("unit {} has a damaged vector", u.unit.id)));
+            }
+        }
+        self.dim.set(dim);
+        Ok(dim)
+    }
+
+    /// An encrypted write. WebCrypto is asynchronous, and an IndexedDB transaction commits as soon as it waits on
+    /// anything else, so: the chunks the batch touches are read in one transaction, opened, merged, and everything
+    /// is sealed; then one readwrite transaction queues every put and delete at once (all of it or none of it, as
+    /// for a plaintext write). `write_gate` keeps another write from slipping in between.
+    async fn write_sealed(&self, sealer: &Sealer, batch: &WriteBatch) -> Result<()> {
+        let _gate = self.write_gate.lock().await;
+        let dim = self.batch_dim(batch)?;
+        let (turn_chunks, unit_chunks) = touched_chunks(batch);
+        let (turn_records, unit_records) = {
+            let tx = self
+                .conn
+                .borrow()
+                .db
+                .transaction(&[TURN_CHUNKS, VECTORS], TransactionMode::ReadOnly)
+                .map_err(|e| idb_err("reading", e))?;
+            let (turn_store, vectors) = (Self::store(&tx, TURN_CHUNKS)?, Self::store(&tx, VECTORS)?);
+            let mut turn_reads = Vec::new();
+            for &c in &turn_chunks {
+                let req = turn_store.get(JsValue::from(c as f64)).map_err(|e| idb_err("reading turns", e))?;
+                turn_reads.push((c, req));
+            }
+            let mut unit_reads = Vec::new();
+            for &c in &unit_chunks {
+                unit_reads.push((c, vectors.get(JsValue::from(c)).map_err(|e| idb_err("reading vectors", e))?));
+            }
+            let mut turn_records = Vec::new();
+            for (c, req) in turn_reads {
+                turn_records.push((c, req.await.map_err(|e| idb_err("reading turns", e))?.filter(|r| !r.is_undefined())));
+            }
+            let mut unit_records = Vec::new();
+            for (c, req) in unit_reads {
+                unit_records.push((c, req.await.map_err(|e| idb_err("reading vectors", e))?.filter(|r| !r.is_undefined())));
+            }
+            (turn_records, unit_records)
+        };
+
+        let mut ops: Vec<Op> = Vec::new();
+        let put = |store: &'static str, key: Option<JsValue>, value: JsValue| Op::Put { store, key, value };
+        if let Some(meta) = &batch.meta {
+            let sealed = sealer.seal(META, META_KEY, &to_json(meta)?).await?;
+            ops.push(put(META, Some(META_KEY.into()), sealed.into()));
+        }
+        for s in &batch.sessions {
+            let id = sealer.hash_id(&s.id).await?;
+            ops.push(put(SESSIONS, None, keyed(&id.clone().into(), sealer.seal(SESSIONS, &id, &to_json(s)?).await?)));
+        }
+        for id in &batch.delete_sessions {
+            ops.push(Op::Delete { store: SESSIONS, key: sealer.hash_id(id).await?.into() });
+        }
+        let d = &batch.distill;
+        if let Some(m) = &d.meta {
+            ops.push(put(META, Some(DISTILL_KEY.into()), sealer.seal(META, DISTILL_KEY, &to_json(m)?).await?.into()));
+        }
+        for (store, ids) in [(EPISODES, &d.delete_episodes), (FACTS, &d.delete_facts), (JOBS, &d.delete_jobs)] {
+            ops.extend(ids.iter().map(|&id| Op::Delete { store, key: JsValue::from(id as f64) }));
+        }
+        let numbered = d.episodes.iter().map(|e| (EPISODES, e.id, to_json(e)));
+        let numbered = numbered.chain(d.facts.iter().map(|f| (FACTS, f.id, to_json(f))));
+        let numbered: Vec<_> = numbered.chain(d.jobs.iter().map(|j| (JOBS, j.id, to_json(j)))).collect();
+        for (store, id, plain) in numbered {
+            let sealed = sealer.seal(store, &id.to_string(), &plain?).await?;
+            ops.push(put(store, None, keyed(&JsValue::from(id as f64), sealed)));
+        }
+
+        let mut turns: BTreeMap<u64, BTreeMap<u64, Turn>> = BTreeMap::new();
+        for (c, record) in turn_records {
+            let key = c.to_string();
+            let chunk = match &record {
+                None => BTreeMap::new(),
+                Some(r) => match sealer.open(TURN_CHUNKS, &key, r).await.and_then(|b| parse_turn_bytes(&b)) {
+                    Ok(turns) => turns.into_iter().map(|t| (t.id, t)).collect(),
+                    Err(_) => {
+                        ops.push(aside(TURN_CHUNKS, &key, r));
+                        BTreeMap::new()
+                    }
+                },
+            };
+            turns.insert(c, chunk);
+        }
+        merge_turns(&mut turns, batch);
+        for (n, chunk) in &turns {
+            let key = JsValue::from(*n as f64);
+            match chunk.is_empty() {
+                true => ops.push(Op::Delete { store: TURN_CHUNKS, key }),
+                false => {
+                    let sealed = sealer.seal(TURN_CHUNKS, &n.to_string(), &turns_json(chunk)?).await?;
+                    ops.push(put(TURN_CHUNKS, Some(key), sealed.into()));
+                }
+            }
+        }
+        let mut chunks: BTreeMap<u32, Chunk> = BTreeMap::new();
+        for (c, record) in unit_records {
+            let key = c.to_string();
+            let chunk = match &record {
+                None => Chunk::new(dim),
+                Some(r) => match sealer.open(VECTORS, &key, r).await.and_then(|b| Chunk::from_bytes(&b)) {
+                    Ok(chunk) if chunk.dim == dim => chunk,
+                    _ => {
+                        ops.push(aside(VECTORS, &key, r));
+                        Chunk::new(dim)
+                    }
+                },
+            };
+            chunks.insert(c, chunk);
+        }
+        merge_units(&mut chunks, batch, dim);
+        for (n, chunk) in &chunks {
+            let key = JsValue::from(*n);
+            match chunk.units.is_empty() {
+                true => ops.push(Op::Delete { store: VECTORS, key }),
+                false => {
+                    let sealed = sealer.seal(VECTORS, &n.to_string(), &chunk.to_bytes()?).await?;
+                    ops.push(put(VECTORS, Some(key), sealed.into()));
+                }
+            }
+        }
+
+        let (tx, raw) = self.write_transaction("writing").await?;
+        if let Err(e) = apply(&tx, ops) {
+            let _ = tx.abort();
+            return Err(e);
+        }
+        Self::commit(tx, &raw, "writing").await
     }
 
     /// Schema 1–3 → 4: the turn and unit records move into chunks and the old stores are emptied, in one
@@ -558,6 +766,96 @@ impl IdbStore {
             return Err(e);
         }
         Self::commit(tx, &raw, "migrating").await
+    }
+
+    /// An encrypted memory's load: the same reads as a plaintext one (plus the chunk keys, which each record is
+    /// bound to), then every record opened. A record that does not open (altered, moved, or damaged) is set aside
+    /// as a damaged plaintext one is, and the rest of the memory opens without it; the meta records must open.
+    async fn load_sealed(&self, sealer: &Sealer) -> Result<Snapshot> {
+        let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
+        let tx = self
+            .conn
+            .borrow()
+            .db
+            .transaction(&reading, TransactionMode::ReadOnly)
+            .map_err(|e| idb_err("reading", e))?;
+        let meta_store = Self::store(&tx, META)?;
+        let meta_req = meta_store.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
+        let distill_meta_req =
+            meta_store.get(JsValue::from_str(DISTILL_KEY)).map_err(|e| idb_err("reading distill meta", e))?;
+        let get_all = |name: &str| {
+            Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
+        };
+        let keys_of = |name: &str| {
+            Self::store(&tx, name)?.get_all_keys(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
+        };
+        let (sessions_req, episodes_req, facts_req, jobs_req) =
+            (get_all(SESSIONS)?, get_all(EPISODES)?, get_all(FACTS)?, get_all(JOBS)?);
+        let (turn_keys_req, turns_req) = (keys_of(TURN_CHUNKS)?, get_all(TURN_CHUNKS)?);
+        let (vector_keys_req, vectors_req) = (keys_of(VECTORS)?, get_all(VECTORS)?);
+        let read = |what: &str, e| idb_err(&format!("reading {what}"), e);
+        let meta = meta_req.await.map_err(|e| read("meta", e))?.filter(|m| !m.is_undefined());
+        let distill_meta = distill_meta_req.await.map_err(|e| read("distill meta", e))?.filter(|m| !m.is_undefined());
+        let sessions = sessions_req.await.map_err(|e| read("sessions", e))?;
+        let episodes = episodes_req.await.map_err(|e| read("episodes", e))?;
+        let facts = facts_req.await.map_err(|e| read("facts", e))?;
+        let jobs = jobs_req.await.map_err(|e| read("jobs", e))?;
+        let turn_keys = turn_keys_req.await.map_err(|e| read("turns", e))?;
+        let turn_chunks = turns_req.await.map_err(|e| read("turns", e))?;
+        let vector_keys = vector_keys_req.await.map_err(|e| read("vectors", e))?;
+        let vector_chunks = vectors_req.await.map_err(|e| read("vectors", e))?;
+
+        let meta = match meta {
+            Some(m) => Some(from_json::<Meta>(&sealer.open(META, META_KEY, &m).await?, "meta")?),
+            None => None,
+        };
+        if let Some(m) = &meta {
+            if m.schema != SCHEMA_VERSION {
+                return Err(Error::SchemaMismatch(format!("an encrypted memory of schema {}", m.schema)));
+            }
+            self.dim.set(m.dim as usize);
+        }
+        let distill_meta = match distill_meta {
+            Some(m) => Some(from_json::<DistillMeta>(&sealer.open(META, DISTILL_KEY, &m).await?, "distillation meta")?),
+            None => None,
+        };
+        let mut quarantined = Vec::new();
+        let keys: Vec<String> = turn_keys.iter().map(key_text).collect();
+        let opened = join_all(keys.iter().zip(&turn_chunks).map(|(k, r)| sealer.open(TURN_CHUNKS, k, r))).await;
+        let mut turns = Vec::new();
+        for (key, plain) in keys.into_iter().zip(opened) {
+            match plain.and_then(|b| parse_turn_bytes(&b)) {
+                Ok(mut t) => turns.append(&mut t),
+                Err(e) => quarantined.push(unopened(TURN_CHUNKS, key, e)),
+            }
+        }
+        drop(turn_chunks);
+        let keys: Vec<String> = vector_keys.iter().map(key_text).collect();
+        let opened = join_all(keys.iter().zip(&vector_chunks).map(|(k, r)| sealer.open(VECTORS, k, r))).await;
+        drop(vector_chunks);
+        let mut units = Vec::new();
+        for (key, plain) in keys.into_iter().zip(opened) {
+            let chunk = plain.and_then(|b| Chunk::from_bytes(&b)).and_then(|c| match c.dim == self.dim.get() {
+                true => Ok(c),
+                false => Err(Error::Storage("a stored vector chunk has another dimension".into())),
+            });
+            match chunk {
+                Ok(chunk) => units.extend(chunk.units.into_values().filter_map(|u| {
+                    Some(StoredUnit { unit: u.unit?, vectors: Rows::Int8 { codes: u.codes, scales: u.scales } })
+                })),
+                Err(e) => quarantined.push(unopened(VECTORS, key, e)),
+            }
+        }
+        let distill = DistillRecords {
+            meta: distill_meta,
+            episodes: open_each(sealer, EPISODES, "episode", episodes, &mut quarantined).await,
+            facts: open_each(sealer, FACTS, "fact", facts, &mut quarantined).await,
+            jobs: open_each(sealer, JOBS, "job", jobs, &mut quarantined).await,
+        };
+        let mut sessions: Vec<Session> = open_each(sealer, SESSIONS, "session", sessions, &mut quarantined).await;
+        // Keyed by their ids' hashes: back in id order, as a plaintext memory reads them.
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(Snapshot { meta, sessions, turns, units, distill, quarantined })
     }
 
     /// Reads the schema 1–3 records: turns, and units (with their vectors when schema 1 kept them inline).
@@ -597,12 +895,11 @@ fn turns_from_js(record: Option<JsValue>) -> Result<BTreeMap<u64, Turn>> {
 
 /// A turn chunk: UTF-8 JSON bytes, or (as earlier builds wrote it) the same JSON as a string.
 fn parse_turns(record: &JsValue) -> Result<Vec<Turn>> {
-    let damaged = |e: serde_json::Error| Error::Storage(format!("a stored turn chunk is damaged: {e}"));
     if let Some(bytes) = record.dyn_ref::<Uint8Array>() {
-        return serde_json::from_slice(&bytes.to_vec()).map_err(damaged);
+        return parse_turn_bytes(&bytes.to_vec());
     }
     let json = record.as_string().ok_or_else(|| Error::Storage("a stored turn chunk is not JSON".into()))?;
-    serde_json::from_str(&json).map_err(damaged)
+    parse_turn_bytes(json.as_bytes())
 }
 
 /// One unit of a chunk: its int8 rows and, from schema 4, the unit itself (`None`: a schema 2–3 chunk, whose unit
@@ -641,14 +938,27 @@ impl Chunk {
         let rows = typed::<Uint32Array>(record, "rows")?.to_vec();
         let scales = typed::<Float32Array>(record, "scales")?.to_vec();
         let codes = typed::<Int8Array>(record, "codes")?.to_vec();
+        let packed = Reflect::get(record, &"units".into()).ok().and_then(|u| u.as_string());
+        Self::from_parts(dim, ids, rows, scales, codes, packed.as_deref().map(str::as_bytes))
+    }
+
+    /// A chunk from its arrays, checking that they agree; `units` is the JSON of the units' `[session, turnIds]`
+    /// (absent in schema 2–3 chunks).
+    fn from_parts(
+        dim: usize,
+        ids: Vec<u32>,
+        rows: Vec<u32>,
+        scales: Vec<f32>,
+        codes: Vec<i8>,
+        units: Option<&[u8]>,
+    ) -> Result<Chunk> {
         let total: usize = rows.iter().map(|&r| r as usize).sum();
         if ids.len() != rows.len() || scales.len() != total || codes.len() != total * dim {
             return Err(Error::Storage("a stored vector chunk is damaged".into()));
         }
-        let packed = Reflect::get(record, &"units".into()).ok().and_then(|u| u.as_string());
-        let mut metas: Vec<Option<Unit>> = match packed {
+        let mut metas: Vec<Option<Unit>> = match units {
             Some(json) => {
-                let list: Vec<(String, Vec<u64>)> = serde_json::from_str(&json)
+                let list: Vec<(String, Vec<u64>)> = serde_json::from_slice(json)
                     .map_err(|e| Error::Storage(format!("a stored vector chunk is damaged: {e}")))?;
                 if list.len() != ids.len() {
                     return Err(Error::Storage("a stored vector chunk is damaged".into()));
@@ -674,6 +984,48 @@ impl Chunk {
             code += n * dim;
         }
         Ok(chunk)
+    }
+
+    /// The chunk as one byte string (what an encrypted memory seals): `dim` and the unit count, then ids, rows,
+    /// scales and codes (little-endian), then the units' JSON.
+    fn to_bytes(&self) -> Result<Vec<u8>> {
+        let kept: Vec<(&u32, &ChunkUnit)> = self.units.iter().filter(|(_, u)| u.unit.is_some()).collect();
+        let metas: Vec<(&str, &[u64])> =
+            kept.iter().filter_map(|(_, u)| u.unit.as_ref()).map(|u| (u.session.as_str(), u.turn_ids.as_slice())).collect();
+        let units = serde_json::to_vec(&metas).map_err(|e| Error::Storage(format!("encoding units: {e}")))?;
+        let rows: usize = kept.iter().map(|(_, u)| u.scales.len()).sum();
+        let mut out = Vec::with_capacity(8 + kept.len() * 8 + rows * (4 + self.dim) + units.len());
+        out.extend((self.dim as u32).to_le_bytes());
+        out.extend((kept.len() as u32).to_le_bytes());
+        out.extend(kept.iter().flat_map(|(&id, _)| id.to_le_bytes()));
+        out.extend(kept.iter().flat_map(|(_, u)| (u.scales.len() as u32).to_le_bytes()));
+        out.extend(kept.iter().flat_map(|(_, u)| u.scales.iter().flat_map(|s| s.to_le_bytes())));
+        out.extend(kept.iter().flat_map(|(_, u)| u.codes.iter().map(|&c| c as u8)));
+        out.extend(units);
+        Ok(out)
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Chunk> {
+        let damaged = || Error::Storage("a stored vector chunk is damaged".into());
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Result<&[u8]> {
+            let part = bytes.get(at..at.checked_add(n).ok_or_else(damaged)?).ok_or_else(damaged)?;
+            at += n;
+            Ok(part)
+        };
+        let words = |b: &[u8]| b.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect::<Vec<_>>();
+        let dim = words(take(4)?)[0] as usize;
+        let n = words(take(4)?)[0] as usize;
+        if dim == 0 {
+            return Err(damaged());
+        }
+        let ids = words(take(n.checked_mul(4).ok_or_else(damaged)?)?);
+        let rows = words(take(n * 4)?);
+        let total: usize = rows.iter().map(|&r| r as usize).sum();
+        let scales = words(take(total.checked_mul(4).ok_or_else(damaged)?)?).into_iter().map(f32::from_bits).collect();
+        let codes = take(total.checked_mul(dim).ok_or_else(damaged)?)?.iter().map(|&c| c as i8).collect();
+        let units = &bytes[at..];
+        Self::from_parts(dim, ids, rows, scales, codes, Some(units))
     }
 
     /// The record; units whose unit record was never seen (orphan vectors of schema 2–3) are dropped.
@@ -746,6 +1098,126 @@ fn set_aside(tx: &idb::Transaction, store: &str, key: &str, record: Option<JsVal
     Ok(())
 }
 
+/// One change of an encrypted write, queued once everything is sealed.
+enum Op {
+    Put { store: &'static str, key: Option<JsValue>, value: JsValue },
+    Delete { store: &'static str, key: JsValue },
+}
+
+/// Queues `ops` into `tx`, in order, without awaiting anything.
+fn apply(tx: &idb::Transaction, ops: Vec<Op>) -> Result<()> {
+    for op in ops {
+        match op {
+            Op::Put { store, key, value } => {
+                IdbStore::store(tx, store)?.put(&value, key.as_ref()).map_err(|e| idb_err("writing", e))?;
+            }
+            Op::Delete { store, key } => {
+                IdbStore::store(tx, store)?.delete(Query::Key(key)).map_err(|e| idb_err("writing", e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An encrypted record of a store keyed by `id`: the key IndexedDB needs, and the sealed content.
+fn keyed(id: &JsValue, sealed: Uint8Array) -> JsValue {
+    let o = Object::new();
+    let _ = Reflect::set(&o, &"id".into(), id);
+    let _ = Reflect::set(&o, &"c".into(), &sealed);
+    o.into()
+}
+
+/// [`set_aside`] as an [`Op`].
+fn aside(store: &'static str, key: &str, record: &JsValue) -> Op {
+    let aside = JsValue::from_str(&format!("{QUARANTINE_PREFIX}{key}@{}", js_sys::Date::now()));
+    Op::Put { store, key: Some(aside), value: record.clone() }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| Error::Storage(format!("encoding a record: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Storage(format!("a stored {what} is damaged: {e}")))
+}
+
+/// The turn chunks and unit (vector) chunks a batch adds to or deletes from.
+fn touched_chunks(batch: &WriteBatch) -> (BTreeSet<u64>, BTreeSet<u32>) {
+    let turns = batch.turns.iter().map(|t| t.id).chain(batch.delete_turns.iter().copied()).map(turn_chunk_of).collect();
+    let units =
+        batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
+    (turns, units)
+}
+
+/// The batch's turns put into, then its deleted turns removed from, the chunks read for it.
+fn merge_turns(chunks: &mut BTreeMap<u64, BTreeMap<u64, Turn>>, batch: &WriteBatch) {
+    for t in &batch.turns {
+        if let Some(c) = chunks.get_mut(&turn_chunk_of(t.id)) {
+            c.insert(t.id, t.clone());
+        }
+    }
+    for id in &batch.delete_turns {
+        if let Some(c) = chunks.get_mut(&turn_chunk_of(*id)) {
+            c.remove(id);
+        }
+    }
+}
+
+/// The batch's deleted units removed from, then its units (as int8 rows) put into, the chunks read for it.
+fn merge_units(chunks: &mut BTreeMap<u32, Chunk>, batch: &WriteBatch, dim: usize) {
+    for id in &batch.delete_units {
+        if let Some(c) = chunks.get_mut(&chunk_of(*id)) {
+            c.units.remove(id);
+        }
+    }
+    for u in &batch.units {
+        if let Some(c) = chunks.get_mut(&chunk_of(u.unit.id)) {
+            let (codes, scales) = u.vectors.to_int8(dim);
+            c.units.insert(u.unit.id, ChunkUnit { codes, scales, unit: Some(u.unit.clone()) });
+        }
+    }
+}
+
+/// A turn chunk as UTF-8 JSON bytes: at open they are copied into wasm as they are (a JS string would be re-encoded
+/// from UTF-16, which cost ~0.2 s of a 100k-unit open).
+fn turns_json(chunk: &BTreeMap<u64, Turn>) -> Result<Vec<u8>> {
+    serde_json::to_vec(&chunk.values().collect::<Vec<_>>()).map_err(|e| Error::Storage(format!("encoding turns: {e}")))
+}
+
+fn parse_turn_bytes(bytes: &[u8]) -> Result<Vec<Turn>> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Storage(format!("a stored turn chunk is damaged: {e}")))
+}
+
+/// A sealed record that did not open or decode, as a [`Quarantined`] entry.
+fn unopened(store: &str, key: String, e: Error) -> Quarantined {
+    let reason = match key.starts_with(QUARANTINE_PREFIX) {
+        true => format!("copied aside before its slot was rewritten: {e}"),
+        false => e.to_string(),
+    };
+    Quarantined { store: store.into(), key, reason }
+}
+
+/// Opens and decodes the sealed records of a store keyed by `id`; those that fail go to `quarantined`.
+async fn open_each<T: serde::de::DeserializeOwned>(
+    sealer: &Sealer,
+    store: &str,
+    what: &str,
+    records: Vec<JsValue>,
+    quarantined: &mut Vec<Quarantined>,
+) -> Vec<T> {
+    let keys: Vec<String> =
+        records.iter().map(|r| Reflect::get(r, &"id".into()).map(|k| key_text(&k)).unwrap_or_default()).collect();
+    let opened = join_all(keys.iter().zip(&records).map(|(k, r)| sealer.open(store, k, r))).await;
+    let mut out = Vec::with_capacity(records.len());
+    for (key, plain) in keys.into_iter().zip(opened) {
+        match plain.and_then(|bytes| from_json::<T>(&bytes, what)) {
+            Ok(v) => out.push(v),
+            Err(e) => quarantined.push(unopened(store, key, e)),
+        }
+    }
+    out
+}
+
 fn chunk_of(unit: u32) -> u32 {
     unit / VECTOR_CHUNK
 }
@@ -757,6 +1229,9 @@ fn turn_chunk_of(turn: u64) -> u64 {
 #[async_trait(?Send)]
 impl Store for IdbStore {
     async fn load(&self) -> Result<Snapshot> {
+        if let Some(sealer) = &self.sealer {
+            return self.load_sealed(sealer).await;
+        }
         let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
         let tx = self
             .conn
@@ -857,6 +1332,9 @@ impl Store for IdbStore {
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
+        if let Some(sealer) = &self.sealer {
+            return self.write_sealed(sealer, &batch).await;
+        }
         let (tx, raw) = self.write_transaction("writing").await?;
         if let Err(e) = self.queue_write(&tx, &batch).await {
             // Requests already queued must not commit: a refused batch leaves nothing half-written.
@@ -870,6 +1348,10 @@ impl Store for IdbStore {
         let (tx, raw) = self.write_transaction("clearing").await?;
         for name in ALL {
             Self::store(&tx, name)?.clear().map_err(|e| idb_err("clearing", e))?;
+        }
+        // The key record is not content: an encrypted memory stays encrypted, under the same key, once emptied.
+        if let Some(record) = self.key_record.borrow().as_ref() {
+            Self::store(&tx, META)?.put(record, Some(&JsValue::from_str(KEY_KEY))).map_err(|e| idb_err("clearing", e))?;
         }
         Self::commit(tx, &raw, "clearing").await
     }

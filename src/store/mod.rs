@@ -8,6 +8,8 @@ pub mod bench;
 #[cfg(target_arch = "wasm32")]
 pub mod idb;
 pub mod mem;
+#[cfg(target_arch = "wasm32")]
+pub mod seal;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -32,6 +32,7 @@ use crate::memory::{AnswerOptions, DistillProgress, DistilledRecallOptions, Flus
 use crate::recall::prune::PruneMode;
 use crate::recall::RecallMethod;
 use crate::store::idb::{ConnectionWatch, IdbStore};
+use crate::store::seal::KeySource;
 use crate::text::WordPiece;
 use crate::types::{parse_time, InputLimits, MessageInput, TimeInput, UnitMode};
 
@@ -419,6 +420,16 @@ impl Leader {
         spawn(async move {
             let mut core = shared.lock().await?;
             core.forget_all().await.map(|_| JsValue::UNDEFINED)
+        })
+    }
+
+    pub fn change_passphrase(&self, current: JsValue, next: JsValue) -> Promise {
+        let shared = self.shared.clone();
+        spawn(async move {
+            let current = KeySource::from_js(&current, "the current key")?;
+            let next = KeySource::from_js(&next, "the new key")?;
+            let core = shared.lock().await?;
+            core.store().change_key(&current, &next).await.map(|_| JsValue::UNDEFINED)
         })
     }
 

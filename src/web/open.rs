@@ -172,9 +172,11 @@ pub(super) async fn open_inner(
             "onProgress",
             "llm",
             "distill",
+            "encryption",
         ],
         "Memory.open options",
     )?;
+    let encryption = parse_encryption(options)?;
     let llm_option = Reflect::get(&options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
     let distill = parse_distill(&Reflect::get(&options, &"distill".into()).unwrap_or(JsValue::UNDEFINED))?;
     let embedder = Reflect::get(&options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
@@ -199,6 +201,7 @@ pub(super) async fn open_inner(
     let _ = Reflect::delete_property(&data, &"onProgress".into());
     let _ = Reflect::delete_property(&data, &"llm".into());
     let _ = Reflect::delete_property(&data, &"distill".into());
+    let _ = Reflect::delete_property(&data, &"encryption".into());
     let opts: OpenOptions = from_js(data.into(), "Memory.open options")?;
     if opts.name.trim().is_empty() || opts.name.len() > 200 {
         return Err(Error::invalid("`name` must be a non-empty string of at most 200 characters"));
@@ -251,7 +254,7 @@ pub(super) async fn open_inner(
         let _ = release_lock.call0(&JsValue::NULL);
         Err(e)
     };
-    match load_memory(&opts, config, dist, &model_url, &tokenizer_url, &on_progress).await {
+    match load_memory(&opts, encryption.as_ref(), config, dist, &model_url, &tokenizer_url, &on_progress).await {
         Ok((core, device_reason)) => {
             let tokenizer = Rc::new(core.tokenizer().clone());
             let llm = match parse_llm(&llm_option, &tokenizer) {
@@ -293,6 +296,7 @@ pub(super) async fn open_inner(
 
 pub(super) async fn load_memory(
     opts: &OpenOptions,
+    encryption: Option<&KeySource>,
     config: MemoryConfig,
     dist: OrtDist,
     model_url: &str,
@@ -338,7 +342,7 @@ pub(super) async fn load_memory(
     drop(model);
     let embedder = Embedder::new(tokenizer, runtime, config.embed)?;
     progress(on_progress, "storage", None);
-    let store = IdbStore::open_with(&opts.name, opts.durability).await?;
+    let store = IdbStore::open_with(&opts.name, opts.durability, encryption).await?;
     let core = memory::Memory::open(store, embedder, config).await?;
     let quarantined = core.stats().quarantined;
     if !quarantined.is_empty() {
@@ -347,6 +351,14 @@ pub(super) async fn load_memory(
     }
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))
+}
+
+/// The `encryption` option: `{ passphrase }` or `{ key: CryptoKey }`, or none.
+pub(super) fn parse_encryption(options: &JsValue) -> Result<Option<KeySource>, Error> {
+    match Reflect::get(options, &"encryption".into()) {
+        Ok(v) if !v.is_undefined() && !v.is_null() => KeySource::from_js(&v, "`encryption`").map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// When the connection is lost (another tab upgrades or deletes the database, or the browser closes it), the memory

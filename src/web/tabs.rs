@@ -130,6 +130,7 @@ fn dispatch(leader: &Leader, method: &str, args: &js_sys::Array) -> Promise {
         "retryParked" => leader.retry_parked(),
         "forget" => leader.forget(arg(0)),
         "forgetAll" => leader.forget_all(),
+        "changePassphrase" => leader.change_passphrase(arg(0), arg(1)),
         #[cfg(feature = "bench")]
         "benchEmbedQuery" => text(0, "the query").map_or_else(rejected, |q| leader.bench_embed_query(q)),
         #[cfg(feature = "bench")]
@@ -175,6 +176,9 @@ async fn open_tab(options: JsValue) -> Result<Memory, JsValue> {
 async fn follow(options: JsValue) -> Result<Memory, JsValue> {
     // open_inner validated the options before it found the lock taken.
     let name = name_of(&options).unwrap_or_default();
+    // Calls run in the leader, but a wrong key is refused here all the same.
+    let encryption = parse_encryption(&options).map_err(js_error)?;
+    IdbStore::check_key(&name, encryption.as_ref()).await.map_err(js_error)?;
     let client = TabClient::new(&channel_name(&name));
     let waiter = LockWaiter::new(&IdbStore::database_name(&name));
     let ready = JsFuture::from(client.ready(LEADER_ANSWER_MS));
@@ -478,6 +482,41 @@ impl Memory {
     pub fn forget_all(&self) -> Promise {
         let args = call_args(&[]);
         self.route("forgetAll", args, move |leader| leader.forget_all())
+    }
+
+    /// Changes the key of an encrypted memory: `current` and `next` are each a passphrase or an AES-GCM `CryptoKey`
+    /// (or `{ passphrase }` / `{ key }`). `BAD_KEY` when `current` does not open it. One record is rewritten in one
+    /// transaction: if the page dies meanwhile, the memory opens with `current`; once this resolves, with `next`.
+    /// Other tabs that follow this memory keep their own key for the day they lead: open them again.
+    #[wasm_bindgen(js_name = changePassphrase, unchecked_return_type = "Promise<void>")]
+    pub fn change_passphrase(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string | CryptoKey | EncryptionOptions")] current: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | CryptoKey | EncryptionOptions")] next: JsValue,
+    ) -> Promise {
+        let args = call_args(&[&current, &next]);
+        let role = self.role.clone();
+        let done = self.route("changePassphrase", args, {
+            let (current, next) = (current.clone(), next.clone());
+            move |leader| leader.change_passphrase(current, next)
+        });
+        future_to_promise(async move {
+            let result = JsFuture::from(done).await?;
+            // A follower leads with its own options one day: they must hold the new key.
+            if let Role::Following(f) = &*role.borrow() {
+                let encryption = match next.is_string() || next.dyn_ref::<web_sys::CryptoKey>().is_some() {
+                    true => {
+                        let o = js_sys::Object::new();
+                        let field = if next.is_string() { "passphrase" } else { "key" };
+                        let _ = Reflect::set(&o, &field.into(), &next);
+                        o.into()
+                    }
+                    false => next.clone(),
+                };
+                let _ = Reflect::set(&f.options, &"encryption".into(), &encryption);
+            }
+            Ok(result)
+        })
     }
 
     /// Closes the memory after pending calls finish; later calls fail with code `CLOSED`. In the leading tab, the
