@@ -60,6 +60,8 @@ await realModelSmoke();
 step("build the package", "node", ["scripts/build.mjs"]);
 step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
 step("the npm package: pack, install, type-check, use", "node", ["tests/package/pack.test.mjs"]);
+step("security: encryption at rest through the JS API (canary scan, wrong key, interrupted re-key, tamper)", "node",
+  ["tests/security/encryption.test.mjs"]);
 // Multi-tab at 300 turns per tab here (1,000 in `npm run test:reliability`): the same paths, a third of the time.
 step("reliability: crashes, storage faults, several tabs, fuzzing against an oracle", "node",
   ["tests/reliability/run.mjs"], { LOCI_MULTITAB_EXCHANGES: "150" });

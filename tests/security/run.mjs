@@ -2,7 +2,9 @@
 // `npm run test:security [-- --json PATH]`: what loci's privacy promises rest on, each count from what this run saw.
 // 1. The demo under a strict CSP, in the page and in a module worker (tests/e2e/demo.test.mjs): CSP violations, and
 //    occurrences of a canary API key at rest (IndexedDB, Cache Storage, local/session storage, an export, console).
-// 2. Memory poisoning against the real local model (`loci-eval redteam`, ../shared/tools/local-llm): the attack
+// 2. Encryption at rest (tests/security/encryption.test.mjs): canary hits in the raw IndexedDB of an encrypted memory,
+//    wrong keys, changePassphrase interrupted by crashes, tampered records detected.
+// 3. Memory poisoning against the real local model (`loci-eval redteam`, ../shared/tools/local-llm): the attack
 //    success rate of planted instructions with loci's prompt, and with a naive prompt that pastes memory into the
 //    system message. Skipped, and said so, where the local model cannot run.
 import { spawnSync } from "node:child_process";
@@ -30,6 +32,11 @@ const e2e = join(dir, "e2e.json");
 run("the demo under a strict CSP (page and worker); a canary API key looked for at rest", "node",
   ["tests/e2e/demo.test.mjs", "--json", e2e]);
 if (existsSync(e2e)) Object.assign(counts, JSON.parse(readFileSync(e2e, "utf8")));
+
+const encryption = join(dir, "encryption.json");
+run("encryption at rest: raw-storage canary scan, wrong key, interrupted re-key, tamper", "node",
+  ["tests/security/encryption.test.mjs", "--json", encryption]);
+if (existsSync(encryption)) Object.assign(counts, JSON.parse(readFileSync(encryption, "utf8")));
 
 const llm = await startLocalLlm({ model, threads: 2 });
 if (llm.skipped) {
