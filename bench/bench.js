@@ -26,10 +26,10 @@ let raw = null; // a plain onnxruntime-web session, for queryEmbedFloor
 const resetIdb = () => { idb.requests = 0; idb.byMethod = {}; idb.recordsRead = 0; };
 
 window.bench = {
-  async populate(name, units, unitsPerSession = 10) {
+  async populate(name, units, unitsPerSession = 10, passphrase = null) {
     await Memory.deleteDatabase(name);
     const t = performance.now();
-    await benchPopulate(name, units, unitsPerSession, 1);
+    await benchPopulate(name, units, unitsPerSession, 1, passphrase);
     return { ms: performance.now() - t };
   },
 
@@ -44,7 +44,7 @@ window.bench = {
     let indexed;
     const lexical = new Promise((ok) => { indexed = ok; });
     const t = performance.now();
-    memory = await Memory.open({ name, embedder: { ...embedder, ...(extra.embedder || {}) }, unitMode: extra.unitMode, onProgress: (e) => { marks[e.phase] = performance.now(); if (e.phase === "indexed") indexed(); } });
+    memory = await Memory.open({ name, embedder: { ...embedder, ...(extra.embedder || {}) }, unitMode: extra.unitMode, encryption: extra.encryption, onProgress: (e) => { marks[e.phase] = performance.now(); if (e.phase === "indexed") indexed(); } });
     const end = performance.now();
     await lexical; // the BM25 index, built in slices after open resolved
     const stats = await memory.stats();
@@ -108,6 +108,18 @@ window.bench = {
   async close() {
     if (memory) await memory.close();
     memory = null;
+  },
+
+  /** addMessages of one exchange (a chat's unit of work), `rounds` times after 3 untimed: milliseconds each. */
+  async addExchanges(rounds, seed = 7) {
+    const turns = chatTurns(2 * rounds + 6, seed);
+    const times = [];
+    for (let i = 0; i < rounds + 3; i++) {
+      const t = performance.now();
+      await memory.addMessages(turns.slice(2 * i, 2 * i + 2), { session: "bench-live" });
+      if (i >= 3) times.push(performance.now() - t);
+    }
+    return times;
   },
 
   async deleteDatabase(name) {

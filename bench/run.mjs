@@ -29,6 +29,7 @@ const EMBED_REPS = quick ? 2 : 5;
 const BATCH = 16;
 const RECALL_QUERIES = quick ? 10 : 40;
 const OPEN_REPS = (n) => (quick ? 2 : n >= 100_000 ? 3 : 5);
+const ADD_ROUNDS = quick ? 10 : 30;
 
 const run = (cmd, args, env = {}) => {
   const r = spawnSync(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
@@ -162,6 +163,52 @@ try {
     await call("deleteDatabase", "bench-embed");
   }
 
+  /** Encryption at rest at the largest scale: the same synthetic memory created encrypted, its cold opens (the
+   * passphrase's PBKDF2 included) against the plaintext opens above, and addMessages of one exchange into each. */
+  async function encryptionAt(n, k, name, plainOpen, plainIndexed) {
+    const encName = `${name}-encrypted`;
+    const encryption = { passphrase: "bench passphrase" };
+    await fresh();
+    await call("deleteDatabase", encName);
+    log(`${k}: populating an encrypted memory`);
+    await call("populate", encName, n, 10, encryption.passphrase);
+    const opens = [];
+    const indexed = [];
+    for (let i = 0; i < OPEN_REPS(n); i++) {
+      await fresh();
+      const o = await call("open", encName, { encryption });
+      if (o.stats.units !== n) throw new Error(`opened ${o.stats.units} encrypted units, expected ${n}`);
+      opens.push(o.storageMs);
+      indexed.push(o.indexedMs);
+    }
+    const adds = {};
+    for (const [which, db, extra] of [["plain", name, {}], ["encrypted", encName, { encryption }]]) {
+      await fresh();
+      await call("open", db, extra);
+      adds[which] = await call("addExchanges", ADD_ROUNDS);
+      await call("close");
+    }
+    const ratio = (a, b) => Math.round((a / b) * 100) / 100;
+    Object.assign(out, {
+      [`open_ms_encrypted_${k}`]: r1(median(opens)),
+      [`open_indexed_ms_encrypted_${k}`]: r1(median(indexed)),
+      [`open_encrypted_over_plain_${k}`]: ratio(median(opens), plainOpen),
+      [`open_indexed_encrypted_over_plain_${k}`]: ratio(median(indexed), plainIndexed),
+      [`add_messages_p50_ms_plain_${k}`]: r1(median(adds.plain)),
+      [`add_messages_p50_ms_encrypted_${k}`]: r1(median(adds.encrypted)),
+      [`add_messages_p95_ms_plain_${k}`]: r1(p95(adds.plain)),
+      [`add_messages_p95_ms_encrypted_${k}`]: r1(p95(adds.encrypted)),
+      [`add_messages_encrypted_over_plain_p50_${k}`]: ratio(median(adds.encrypted), median(adds.plain)),
+    });
+    rows.push([`cold open @${k}, encrypted / plaintext (ms)`, `${out[`open_ms_encrypted_${k}`]} / ${r1(plainOpen)}`, "", ""]);
+    rows.push([`  until the lexical index is built (ms)`, `${out[`open_indexed_ms_encrypted_${k}`]} / ${r1(plainIndexed)}`, "", ""]);
+    rows.push([`addMessages of one exchange @${k}, encrypted / plaintext (ms)`,
+      `${out[`add_messages_p50_ms_encrypted_${k}`]} / ${out[`add_messages_p50_ms_plain_${k}`]}`,
+      `${out[`add_messages_p95_ms_encrypted_${k}`]} / ${out[`add_messages_p95_ms_plain_${k}`]}`, ""]);
+    await fresh();
+    await call("deleteDatabase", encName);
+  }
+
   // Scale: populate, cold opens (a fresh page each), recall latency.
   const qs = questions(RECALL_QUERIES + 3);
   for (const n of scales) {
@@ -215,6 +262,7 @@ try {
     rows.push([`  open @${k}: IndexedDB requests / records read`, `${last.idb.requests} / ${last.idb.recordsRead}`, "", ""]);
     rows.push([`  IndexedDB bytes per unit @${k}`, out[`idb_bytes_per_unit_${k}`], "", ""]);
     rows.push([`  wasm heap after open @${k} (MB)`, out[`wasm_heap_mb_${k}`], "", ""]);
+    if (n === Math.max(...scales)) await encryptionAt(n, k, name, median(opens), median(indexed));
     await fresh();
     await call("deleteDatabase", name);
   }

@@ -513,7 +513,9 @@ fn passphrase(p: &str) -> KeySource {
 
 /// Random-looking unit vectors (a dense pattern, so that their int8 codes are distinctive bytes to search for).
 fn canary_vector(id: u32) -> Vec<f32> {
-    let v: Vec<f32> = (0..DIM as u32).map(|i| ((i.wrapping_mul(2_654_435_761) ^ id.wrapping_mul(40_503)) % 1000) as f32 / 500.0 - 1.0).collect();
+    let v: Vec<f32> = (0..DIM as u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) ^ id.wrapping_mul(40_503)) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.into_iter().map(|x| x / norm).collect()
 }
@@ -711,7 +713,13 @@ async fn tampered_records_are_set_aside_and_the_rest_opens() {
     let expect = |s: &str, k: &str| (s.to_string(), k.to_string());
     assert_eq!(
         set_aside,
-        vec![expect("episodes", "1"), expect("episodes", "2"), expect("turnChunks", "0"), expect("vectors", "0"), expect("vectors", "1")],
+        vec![
+            expect("episodes", "1"),
+            expect("episodes", "2"),
+            expect("turnChunks", "0"),
+            expect("vectors", "0"),
+            expect("vectors", "1")
+        ],
         "every tampered record is detected: {:?}",
         loaded.quarantined
     );

@@ -136,12 +136,19 @@ fn sentence(rng: &mut Rng) -> String {
 
 /// Writes `units` synthetic pair units (two turns each, `units_per_session` per session, one random unit vector
 /// each) into the memory `name`, which must be empty or absent, in transactions of 2,000 units. Deterministic
-/// for a `seed`.
+/// for a `seed`. With a `passphrase`, the memory is created encrypted (as `Memory.open` with `encryption` would).
 #[doc(hidden)]
 #[wasm_bindgen(js_name = benchPopulate)]
-pub async fn bench_populate(name: String, units: u32, units_per_session: u32, seed: u32) -> Result<(), JsValue> {
+pub async fn bench_populate(
+    name: String,
+    units: u32,
+    units_per_session: u32,
+    seed: u32,
+    passphrase: Option<String>,
+) -> Result<(), JsValue> {
     let err = |e: crate::Error| JsValue::from_str(&e.to_string());
-    let store = IdbStore::open(&name).await.map_err(err)?;
+    let key = passphrase.map(super::seal::KeySource::Passphrase);
+    let store = IdbStore::open_with(&name, Default::default(), key.as_ref()).await.map_err(err)?;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed as u64);
     let per = units_per_session.max(1);
     let t0 = 1.6e12;

@@ -650,11 +650,13 @@ impl IdbStore {
             }
             let mut turn_records = Vec::new();
             for (c, req) in turn_reads {
-                turn_records.push((c, req.await.map_err(|e| idb_err("reading turns", e))?.filter(|r| !r.is_undefined())));
+                turn_records
+                    .push((c, req.await.map_err(|e| idb_err("reading turns", e))?.filter(|r| !r.is_undefined())));
             }
             let mut unit_records = Vec::new();
             for (c, req) in unit_reads {
-                unit_records.push((c, req.await.map_err(|e| idb_err("reading vectors", e))?.filter(|r| !r.is_undefined())));
+                unit_records
+                    .push((c, req.await.map_err(|e| idb_err("reading vectors", e))?.filter(|r| !r.is_undefined())));
             }
             (turn_records, unit_records)
         };
@@ -990,8 +992,11 @@ impl Chunk {
     /// scales and codes (little-endian), then the units' JSON.
     fn to_bytes(&self) -> Result<Vec<u8>> {
         let kept: Vec<(&u32, &ChunkUnit)> = self.units.iter().filter(|(_, u)| u.unit.is_some()).collect();
-        let metas: Vec<(&str, &[u64])> =
-            kept.iter().filter_map(|(_, u)| u.unit.as_ref()).map(|u| (u.session.as_str(), u.turn_ids.as_slice())).collect();
+        let metas: Vec<(&str, &[u64])> = kept
+            .iter()
+            .filter_map(|(_, u)| u.unit.as_ref())
+            .map(|u| (u.session.as_str(), u.turn_ids.as_slice()))
+            .collect();
         let units = serde_json::to_vec(&metas).map_err(|e| Error::Storage(format!("encoding units: {e}")))?;
         let rows: usize = kept.iter().map(|(_, u)| u.scales.len()).sum();
         let mut out = Vec::with_capacity(8 + kept.len() * 8 + rows * (4 + self.dim) + units.len());
@@ -1013,7 +1018,8 @@ impl Chunk {
             at += n;
             Ok(part)
         };
-        let words = |b: &[u8]| b.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect::<Vec<_>>();
+        let words =
+            |b: &[u8]| b.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect::<Vec<_>>();
         let dim = words(take(4)?)[0] as usize;
         let n = words(take(4)?)[0] as usize;
         if dim == 0 {
@@ -1144,8 +1150,7 @@ fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result
 /// The turn chunks and unit (vector) chunks a batch adds to or deletes from.
 fn touched_chunks(batch: &WriteBatch) -> (BTreeSet<u64>, BTreeSet<u32>) {
     let turns = batch.turns.iter().map(|t| t.id).chain(batch.delete_turns.iter().copied()).map(turn_chunk_of).collect();
-    let units =
-        batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
+    let units = batch.delete_units.iter().copied().chain(batch.units.iter().map(|u| u.unit.id)).map(chunk_of).collect();
     (turns, units)
 }
 
@@ -1351,7 +1356,9 @@ impl Store for IdbStore {
         }
         // The key record is not content: an encrypted memory stays encrypted, under the same key, once emptied.
         if let Some(record) = self.key_record.borrow().as_ref() {
-            Self::store(&tx, META)?.put(record, Some(&JsValue::from_str(KEY_KEY))).map_err(|e| idb_err("clearing", e))?;
+            Self::store(&tx, META)?
+                .put(record, Some(&JsValue::from_str(KEY_KEY)))
+                .map_err(|e| idb_err("clearing", e))?;
         }
         Self::commit(tx, &raw, "clearing").await
     }

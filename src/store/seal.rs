@@ -78,10 +78,15 @@ impl KeySource {
     }
 
     fn key(k: CryptoKey, what: &str) -> Result<KeySource> {
-        let algorithm = k.algorithm().ok().and_then(|a| Reflect::get(&a, &"name".into()).ok()).and_then(|n| n.as_string());
+        let algorithm =
+            k.algorithm().ok().and_then(|a| Reflect::get(&a, &"name".into()).ok()).and_then(|n| n.as_string());
         let usages: Vec<String> = k.usages().iter().filter_map(|u| u.as_string()).collect();
-        if algorithm.as_deref() != Some("AES-GCM") || !["encrypt", "decrypt"].iter().all(|u| usages.iter().any(|x| x == u)) {
-            return Err(Error::invalid(format!("{what}: `key` must be an AES-GCM CryptoKey with encrypt and decrypt usages")));
+        if algorithm.as_deref() != Some("AES-GCM")
+            || !["encrypt", "decrypt"].iter().all(|u| usages.iter().any(|x| x == u))
+        {
+            return Err(Error::invalid(format!(
+                "{what}: `key` must be an AES-GCM CryptoKey with encrypt and decrypt usages"
+            )));
         }
         Ok(KeySource::Key(k))
     }
@@ -159,7 +164,10 @@ async fn gcm_encrypt(key: &CryptoKey, iv: &[u8], aad: &[u8], plain: &[u8]) -> Re
 async fn gcm_decrypt(key: &CryptoKey, iv: &[u8], aad: &[u8], sealed: &[u8]) -> Result<Option<Vec<u8>>> {
     match resolve(subtle()?.decrypt_with_object_and_u8_array(&gcm_params(iv, aad), key, sealed)).await {
         Ok(out) => Ok(Some(Uint8Array::new(&out).to_vec())),
-        Err(e) if Reflect::get(&e, &"name".into()).ok().and_then(|n| n.as_string()).as_deref() == Some("OperationError") => {
+        Err(e)
+            if Reflect::get(&e, &"name".into()).ok().and_then(|n| n.as_string()).as_deref()
+                == Some("OperationError") =>
+        {
             Ok(None)
         }
         Err(e) => Err(crypto_failed("decrypting a record", e)),
@@ -167,9 +175,10 @@ async fn gcm_decrypt(key: &CryptoKey, iv: &[u8], aad: &[u8], sealed: &[u8]) -> R
 }
 
 async fn import_raw(bytes: &[u8], algorithm: &Object, uses: &[&str]) -> Result<CryptoKey> {
-    let key = resolve(subtle()?.import_key_with_object("raw", &Uint8Array::from(bytes), algorithm, false, &usages(uses)))
-        .await
-        .map_err(|e| crypto_failed("importing a key", e))?;
+    let key =
+        resolve(subtle()?.import_key_with_object("raw", &Uint8Array::from(bytes), algorithm, false, &usages(uses)))
+            .await
+            .map_err(|e| crypto_failed("importing a key", e))?;
     key.dyn_into::<CryptoKey>().map_err(|_| Error::Storage("importing a key: not a CryptoKey".into()))
 }
 
@@ -226,7 +235,11 @@ impl KeyRecord {
     fn from_js(v: &JsValue) -> Result<KeyRecord> {
         let damaged = || Error::Storage("the memory's key record is damaged".into());
         let bytes = |f: &str| {
-            Reflect::get(v, &f.into()).ok().and_then(|x| x.dyn_into::<Uint8Array>().ok()).map(|a| a.to_vec()).ok_or_else(damaged)
+            Reflect::get(v, &f.into())
+                .ok()
+                .and_then(|x| x.dyn_into::<Uint8Array>().ok())
+                .map(|a| a.to_vec())
+                .ok_or_else(damaged)
         };
         let format = Reflect::get(v, &"format".into()).ok().and_then(|f| f.as_f64());
         if format != Some(KEY_RECORD_FORMAT as f64) {
