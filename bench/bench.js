@@ -2,6 +2,8 @@
 // (which owns repetition, page reloads and statistics). Everything is served by the local server; bench/run.mjs
 // fails the run if any request leaves the origin.
 import init, { Memory, benchPopulate } from "./pkg/loci.js";
+import { chatTurns } from "./turns.mjs";
+import { agreement, dataset } from "./peers.js";
 
 // Count IndexedDB requests (and records read by getAll), installed before loci opens anything.
 const idb = { requests: 0, byMethod: {}, recordsRead: 0 };
@@ -55,6 +57,7 @@ window.bench = {
       idb: { requests: idb.requests, byMethod: { ...idb.byMethod }, recordsRead: idb.recordsRead },
       stats: { units: stats.units, vectors: stats.vectors, vectorBytes: stats.vectorBytes, turns: stats.turns, sessions: stats.sessions },
       wasmHeapBytes: wasm.memory.buffer.byteLength,
+      jsHeapBytes: performance.memory?.usedJSHeapSize ?? 0,
       threads: globalThis.ort?.env?.wasm?.numThreads ?? null,
     };
   },
@@ -108,6 +111,21 @@ window.bench = {
   async close() {
     if (memory) await memory.close();
     memory = null;
+  },
+
+  /** loci's ranking alone given the query vector (the peers' measure, bench/peers.js): the top 10 units of the
+   * synthetic memory of `n` units for `q` query vectors (after 3 untimed), and its agreement with the exact ranking. */
+  async rankLoci(n, q) {
+    const d = dataset(n, q + 3);
+    const times = [];
+    const rankings = [];
+    for (let j = 0; j < q + 3; j++) {
+      const query = d.queries.slice(j * 384, (j + 1) * 384);
+      const t = performance.now();
+      const r = await memory.benchRankVector(query, 10);
+      if (j >= 3) { times.push(performance.now() - t); rankings.push(Array.from(r)); }
+    }
+    return { times, agreement: agreement(rankings, d.reference.slice(3)) };
   },
 
   /** addMessages of one exchange (a chat's unit of work), `rounds` times after 3 untimed: milliseconds each. */

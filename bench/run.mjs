@@ -30,6 +30,9 @@ const BATCH = 16;
 const RECALL_QUERIES = quick ? 10 : 40;
 const OPEN_REPS = (n) => (quick ? 2 : n >= 100_000 ? 3 : 5);
 const ADD_ROUNDS = quick ? 10 : 30;
+const PEER_QUERIES = quick ? 10 : 30;
+const PEERS = (value("--peers") ?? "brute,pglite,orama").split(",").filter(Boolean);
+const PEER_SCALES = (value("--peer-scales") ?? "10000,100000").split(",").map(Number);
 
 const run = (cmd, args, env = {}) => {
   const r = spawnSync(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
@@ -81,6 +84,30 @@ writeFileSync(join(assets, "models", "minilm", "config.json"), JSON.stringify({
   layer_norm_eps: 1e-12, pad_token_id: 0,
 }));
 
+// The peers' libraries (Orama, PGlite + pgvector), bundled from node_modules for the page with their wasm and data
+// files beside the bundle (they find them from `import.meta.url`).
+{
+  const { build } = await import("esbuild");
+  await build({
+    entryPoints: [join(root, "bench", "peers-libs.mjs")], bundle: true, format: "esm", platform: "browser",
+    outfile: join(assets, "peers-libs.js"), logLevel: "error",
+    // PGlite and a serialiser of Orama's plugin import Node's modules for their Node paths only: empty in the page.
+    plugins: [{
+      name: "no-node-builtins",
+      setup(b) {
+        b.onResolve({ filter: /^(node:)?(fs|fs\/promises|path|stream|crypto|url|module|worker_threads|zlib|os|util|child_process)$/ },
+          (a) => ({ path: a.path, namespace: "node-builtin" }));
+        // Stand-ins for the classes such code extends at load time (dpack's streams extend stream.Transform).
+        const stub = "class Stub {}; module.exports = { Transform: Stub, Writable: Stub, Readable: Stub };";
+        b.onLoad({ filter: /.*/, namespace: "node-builtin" }, () => ({ contents: stub, loader: "js" }));
+      },
+    }],
+  });
+  const pglite = join(root, "node_modules", "@electric-sql", "pglite", "dist");
+  for (const f of ["pglite.wasm", "pglite.data", "initdb.wasm"]) copyFileSync(join(pglite, f), join(assets, f));
+  copyFileSync(join(root, "node_modules", "@electric-sql", "pglite-pgvector", "dist", "vector.tar.gz"), join(assets, "vector.tar.gz"));
+}
+
 // 3. Statistics.
 const quantile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -99,10 +126,11 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic"],
+    "--disable-sync", "--no-first-run", "--disable-quic", "--enable-precise-memory-info", "--js-flags=--expose-gc"],
 });
 const out = { wasm_gzip_bytes: wasmGzip, wasm_bytes: wasmBytes.length };
 const rows = [];
+const peerTables = [];
 let failed = false;
 try {
   const context = await browser.newContext();
@@ -209,6 +237,70 @@ try {
     await call("deleteDatabase", encName);
   }
 
+  /** The peers at `n` units (bench/peers.js): each populated in a fresh page, opened cold in another, and asked the
+   * same query vectors as loci; top-10 agreement against the exact f32 ranking of the same vectors. */
+  async function peersAt(n, k, loci) {
+    const callPeers = (fn, ...args) => page.evaluate(([fn, args]) => window.peers[fn](...args), [fn, args]);
+    const r2 = (x) => Math.round(x * 100) / 100;
+    const mb = (b) => r1(b / 2 ** 20);
+    const table = [];
+    out[`loci_rank_p50_ms_${k}`] = r2(median(loci.rank.times));
+    out[`loci_rank_p95_ms_${k}`] = r2(p95(loci.rank.times));
+    out[`loci_agreement_at10_${k}`] = r2(loci.rank.agreement);
+    out[`loci_bytes_per_unit_${k}`] = Math.round(loci.bytes / n);
+    out[`loci_heap_mb_${k}`] = mb(loci.heapBytes);
+    table.push([`loci (int8, wasm)`, out[`loci_rank_p50_ms_${k}`], out[`loci_agreement_at10_${k}`], r1(loci.open),
+      out[`loci_bytes_per_unit_${k}`], out[`loci_heap_mb_${k}`]]);
+    const ranks = [];
+    const opens = [];
+    for (const peer of PEERS) {
+      try {
+        await fresh();
+        log(`${k}: peer ${peer}: populating`);
+        const pop = await callPeers("populate", peer, n);
+        const reps = quick ? 1 : 2;
+        let res;
+        const openMs = [];
+        for (let i = 0; i < reps; i++) {
+          await fresh();
+          res = await callPeers("openAndRank", peer, n, PEER_QUERIES, peer === "pglite" ? ["exact", "hnsw"] : [null]);
+          openMs.push(res.openMs);
+        }
+        out[`peer_${peer}_populate_ms_${k}`] = r1(pop.ms);
+        if (pop.hnsw_build_ms) out[`peer_pglite_hnsw_build_ms_${k}`] = r1(pop.hnsw_build_ms);
+        out[`peer_${peer}_open_ms_${k}`] = r1(median(openMs));
+        out[`peer_${peer}_bytes_per_unit_${k}`] = Math.round(pop.bytes / n);
+        out[`peer_${peer}_heap_mb_${k}`] = mb(res.heapBytes);
+        opens.push([peer, median(openMs)]);
+        for (const [variant, v] of Object.entries(res.variants)) {
+          const id = variant === peer ? peer : `${peer}_${variant}`;
+          out[`peer_${id}_rank_p50_ms_${k}`] = r2(median(v.times));
+          out[`peer_${id}_agreement_at10_${k}`] = r2(v.agreement);
+          ranks.push([id, median(v.times), v.agreement]);
+          table.push([id, out[`peer_${id}_rank_p50_ms_${k}`], out[`peer_${id}_agreement_at10_${k}`],
+            out[`peer_${peer}_open_ms_${k}`], out[`peer_${peer}_bytes_per_unit_${k}`], out[`peer_${peer}_heap_mb_${k}`]]);
+        }
+      } catch (e) {
+        out[`peer_${peer}_error_${k}`] = String(e.message || e).slice(0, 300);
+        table.push([peer, "failed", "", "", "", ""]);
+        log(`${k}: peer ${peer} failed: ${e.message || e}`);
+      } finally {
+        await fresh().catch(() => {});
+        await callPeers("remove", peer, n).catch(() => {});
+      }
+    }
+    if (ranks.length) {
+      const [bestRank, rankMs, rankAgreement] = ranks.reduce((a, b) => (b[1] < a[1] ? b : a));
+      const [bestOpen, openMs] = opens.reduce((a, b) => (b[1] < a[1] ? b : a));
+      out[`ranking_best_peer_${k}`] = bestRank;
+      out[`ranking_speedup_vs_best_peer_${k}`] = r2(rankMs / median(loci.rank.times));
+      out[`ranking_best_peer_agreement_at10_${k}`] = r2(rankAgreement);
+      out[`open_best_peer_${k}`] = bestOpen;
+      out[`open_speedup_vs_best_peer_${k}`] = r2(openMs / loci.open);
+    }
+    peerTables.push({ k, table });
+  }
+
   // Scale: populate, cold opens (a fresh page each), recall latency.
   const qs = questions(RECALL_QUERIES + 3);
   for (const n of scales) {
@@ -236,6 +328,7 @@ try {
     await call("open", name);
     const times = (await call("recall", qs)).slice(3); // the first queries warm the JIT and caches
     const parts = await call("recallParts", qs);
+    const lociRank = PEER_SCALES.includes(n) ? await call("rankLoci", n, PEER_QUERIES) : null;
     for (const [part, ms] of Object.entries(parts)) out[`recall_${part}_p50_ms_${k}`] = r1(median(ms.slice(3)));
     const after = await call("estimate");
     await call("close");
@@ -262,6 +355,12 @@ try {
     rows.push([`  open @${k}: IndexedDB requests / records read`, `${last.idb.requests} / ${last.idb.recordsRead}`, "", ""]);
     rows.push([`  IndexedDB bytes per unit @${k}`, out[`idb_bytes_per_unit_${k}`], "", ""]);
     rows.push([`  wasm heap after open @${k} (MB)`, out[`wasm_heap_mb_${k}`], "", ""]);
+    if (lociRank) {
+      await peersAt(n, k, {
+        rank: lociRank, open: median(opens), indexed: median(indexed),
+        bytes: after.usage - before.usage, heapBytes: last.wasmHeapBytes + last.jsHeapBytes,
+      });
+    }
     if (n === Math.max(...scales)) await encryptionAt(n, k, name, median(opens), median(indexed));
     await fresh();
     await call("deleteDatabase", name);
@@ -287,6 +386,22 @@ const line = (cells) => "| " + cells.map((c, i) => String(c).padEnd(widths[i])).
 console.log(line(["measure", "median", "p95", "target"]));
 console.log("|" + widths.map((w) => "-".repeat(w + 2)).join("|") + "|");
 for (const r of rows) console.log(line(r));
+for (const { k, table } of peerTables) {
+  console.log(`\nranking given the query vector @${k} (top 10 units; agreement with the exact f32 ranking; cold open from IndexedDB)`);
+  const w = [22, 14, 14, 14, 12, 10];
+  const l = (cells) => "| " + cells.map((c, i) => String(c).padEnd(w[i])).join(" | ") + " |";
+  console.log(l(["", "rank p50 (ms)", "agreement@10", "cold open (ms)", "bytes/unit", "heap (MB)"]));
+  console.log("|" + w.map((x) => "-".repeat(x + 2)).join("|") + "|");
+  for (const r of table) console.log(l(r));
+}
+for (const k of ["10k", "100k"]) {
+  if (out[`ranking_speedup_vs_best_peer_${k}`] !== undefined) {
+    console.log(`@${k}: loci ranks ${out[`ranking_speedup_vs_best_peer_${k}`]}× faster than the fastest peer ` +
+      `(${out[`ranking_best_peer_${k}`]}, agreement ${out[`ranking_best_peer_agreement_at10_${k}`]} vs loci ` +
+      `${out[`loci_agreement_at10_${k}`]}); opens ${out[`open_speedup_vs_best_peer_${k}`]}× faster than the fastest ` +
+      `peer (${out[`open_best_peer_${k}`]}) — targets ≥ 3 at 100k`);
+  }
+}
 console.log(`load average (1 min) before/after: ${out.load_avg_1m.before} / ${out.load_avg_1m.after} on ${cpus().length} cores`);
 if (jsonPath) {
   writeFileSync(resolve(jsonPath), JSON.stringify(out, null, 2) + "\n");

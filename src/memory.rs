@@ -516,6 +516,31 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.embedder.windows(query)
     }
 
+    /// The `k` units whose vectors best match `query` (a unit vector), best first: ranking alone, given the query's
+    /// vector (bench only: how the peers of `npm run bench` are compared, at unit level).
+    #[cfg(feature = "bench")]
+    pub fn bench_rank_vector(&mut self, query: &[f32], k: usize) -> Vec<u32> {
+        self.vectors.scores_into(query, &mut self.scratch);
+        // The best rows, kept sorted in a small buffer: O(rows × k) worst case, O(rows) in practice for k = 10.
+        let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+        for (row, &score) in self.scratch.iter().enumerate() {
+            let unit = self.vectors.owners()[row];
+            if best.len() == k && score <= best[k - 1].0 {
+                continue;
+            }
+            if let Some(i) = best.iter().position(|&(_, u)| u == unit) {
+                if best[i].0 >= score {
+                    continue;
+                }
+                best.remove(i); // a better window of the same unit
+            }
+            let at = best.partition_point(|&(s, _)| s >= score);
+            best.insert(at, (score, unit));
+            best.truncate(k);
+        }
+        best.into_iter().map(|(_, unit)| unit).collect()
+    }
+
     /// Ranks sessions by `options.method` over all stored units (dense, lexical or both), then renders the top-k
     /// sessions as text.
     pub async fn recall(&mut self, query: &str, options: RecallOptions) -> Result<RecallResult> {

@@ -134,6 +134,97 @@ fn sentence(rng: &mut Rng) -> String {
     s.join(" ")
 }
 
+/// A random unit vector.
+fn direction(rng: &mut Rng) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIM).map(|_| rng.normalish()).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// How far a unit strays from its session's direction: cosine ≈ 0.82 with it, ≈ 0.67 between two units of one
+/// session, ≈ 0 across sessions.
+const SPREAD: f32 = 0.7;
+
+/// One synthetic unit: its session number, its two turns' texts, and its vector.
+struct SyntheticUnit {
+    session: u32,
+    texts: [String; 2],
+    vector: Vec<f32>,
+}
+
+/// The synthetic units of a memory, in id order (unit `i` has id `i + 1`), `per` to a session. A session is about
+/// one topic: its units' vectors lie near one random direction, so that a query near that direction has a clear
+/// top 10 (what the peers' agreement with an exact ranking is checked on). Every turn is a random sentence.
+/// Deterministic for a seed.
+struct Synthetic {
+    rng: Rng,
+    per: u32,
+    next: u32,
+    centroid: Vec<f32>,
+}
+
+impl Synthetic {
+    fn new(per: u32, seed: u32) -> Self {
+        Synthetic { rng: Rng(0x9e37_79b9_7f4a_7c15 ^ seed as u64), per: per.max(1), next: 0, centroid: Vec::new() }
+    }
+}
+
+impl Iterator for Synthetic {
+    type Item = SyntheticUnit;
+    fn next(&mut self) -> Option<SyntheticUnit> {
+        let u = self.next;
+        self.next += 1;
+        if u % self.per == 0 {
+            self.centroid = direction(&mut self.rng);
+        }
+        let texts = [sentence(&mut self.rng), sentence(&mut self.rng)];
+        let noise = direction(&mut self.rng);
+        let mut v: Vec<f32> = self.centroid.iter().zip(&noise).map(|(c, n)| c + SPREAD * n).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        Some(SyntheticUnit { session: u / self.per, texts, vector: v })
+    }
+}
+
+/// The synthetic units `benchPopulate` writes for the same arguments, for the peers of `npm run bench` to store
+/// the same data: `{ vectors: Float32Array (units × 384), texts: string[] (a unit's two turns), sessions:
+/// Uint32Array }`; and `queries` query vectors, each near a random session's direction (as a unit of it would be).
+#[doc(hidden)]
+#[wasm_bindgen(js_name = benchSyntheticUnits)]
+pub fn bench_synthetic_units(units: u32, units_per_session: u32, seed: u32, queries: u32) -> Result<JsValue, JsValue> {
+    let mut vectors = Vec::with_capacity(units as usize * DIM);
+    let texts = js_sys::Array::new();
+    let mut sessions = Vec::with_capacity(units as usize);
+    let mut centroids = Vec::new();
+    let mut synthetic = Synthetic::new(units_per_session, seed);
+    for _ in 0..units {
+        let unit = synthetic.next().expect("endless");
+        if sessions.last() != Some(&unit.session) {
+            centroids.push(synthetic.centroid.clone());
+        }
+        vectors.extend_from_slice(&unit.vector);
+        texts.push(&format!("{} {}", unit.texts[0], unit.texts[1]).into());
+        sessions.push(unit.session);
+    }
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d ^ seed as u64);
+    let mut query_vectors = Vec::with_capacity(queries as usize * DIM);
+    for _ in 0..queries {
+        let centroid = &centroids[rng.below(centroids.len().max(1))];
+        let noise = direction(&mut rng);
+        let mut v: Vec<f32> = centroid.iter().zip(&noise).map(|(c, n)| c + SPREAD * n).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        query_vectors.extend(v);
+    }
+    let out = js_sys::Object::new();
+    let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&out, &k.into(), v).map(|_| ());
+    set("vectors", &js_sys::Float32Array::from(vectors.as_slice()).into())?;
+    set("texts", &texts.into())?;
+    set("sessions", &js_sys::Uint32Array::from(sessions.as_slice()).into())?;
+    set("queries", &js_sys::Float32Array::from(query_vectors.as_slice()).into())?;
+    Ok(out.into())
+}
+
 /// Writes `units` synthetic pair units (two turns each, `units_per_session` per session, one random unit vector
 /// each) into the memory `name`, which must be empty or absent, in transactions of 2,000 units. Deterministic
 /// for a `seed`. With a `passphrase`, the memory is created encrypted (as `Memory.open` with `encryption` would).
@@ -149,15 +240,16 @@ pub async fn bench_populate(
     let err = |e: crate::Error| JsValue::from_str(&e.to_string());
     let key = passphrase.map(super::seal::KeySource::Passphrase);
     let store = IdbStore::open_with(&name, Default::default(), key.as_ref()).await.map_err(err)?;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed as u64);
     let per = units_per_session.max(1);
+    let mut synthetic = Synthetic::new(per, seed);
     let t0 = 1.6e12;
     let mut done = 0u32;
     while done < units {
         let end = (done + 2000).min(units);
         let mut batch = WriteBatch::default();
         for u in done..end {
-            let s = u / per;
+            let unit = synthetic.next().expect("endless");
+            let s = unit.session;
             let session = format!("bench-{s}");
             let time = t0 + s as f64 * 86_400_000.0;
             if u % per == 0 || u == done {
@@ -172,24 +264,22 @@ pub async fn bench_populate(
             }
             let seq = (u % per) * 2;
             let ids = [u as u64 * 2 + 1, u as u64 * 2 + 2];
-            for (i, &id) in ids.iter().enumerate() {
+            for (i, (&id, text)) in ids.iter().zip(unit.texts).enumerate() {
                 batch.turns.push(Turn {
                     id,
                     session: session.clone(),
                     seq: seq + i as u32,
                     speaker: if i == 0 { "user".into() } else { "assistant".into() },
-                    text: sentence(&mut rng),
+                    text,
                     caption: None,
                     time: time + (seq + i as u32) as f64 * 1000.0,
                     ingested: time,
                 });
             }
-            let mut v: Vec<f32> = (0..DIM).map(|_| rng.normalish()).collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.iter_mut().for_each(|x| *x /= norm);
-            batch
-                .units
-                .push(StoredUnit { unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() }, vectors: Rows::F32(v) });
+            batch.units.push(StoredUnit {
+                unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() },
+                vectors: Rows::F32(unit.vector),
+            });
         }
         batch.meta = Some(Meta {
             schema: SCHEMA_VERSION,

@@ -460,6 +460,14 @@ impl Leader {
         })
     }
 
+    pub fn bench_rank_vector(&self, query: js_sys::Float32Array, k: u32) -> Promise {
+        let shared = self.shared.clone();
+        spawn(async move {
+            let mut core = shared.lock().await?;
+            Ok(js_sys::Uint32Array::from(core.bench_rank_vector(&query.to_vec(), k.max(1) as usize).as_slice()).into())
+        })
+    }
+
     pub fn bench_query_tokens(&self, query: String) -> Promise {
         let shared = self.shared.clone();
         spawn(async move {

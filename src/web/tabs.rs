@@ -134,6 +134,11 @@ fn dispatch(leader: &Leader, method: &str, args: &js_sys::Array) -> Promise {
         #[cfg(feature = "bench")]
         "benchEmbedQuery" => text(0, "the query").map_or_else(rejected, |q| leader.bench_embed_query(q)),
         #[cfg(feature = "bench")]
+        "benchRankVector" => match arg(0).dyn_into::<js_sys::Float32Array>() {
+            Ok(q) => leader.bench_rank_vector(q, arg(1).as_f64().unwrap_or(10.0) as u32),
+            Err(_) => rejected(Error::invalid("the query vector must be a Float32Array")),
+        },
+        #[cfg(feature = "bench")]
         "benchQueryTokens" => text(0, "the query").map_or_else(rejected, |q| leader.bench_query_tokens(q)),
         other => rejected(Error::invalid(format!("no call {other:?} (a tab of another loci version?)"))),
     }
@@ -553,6 +558,13 @@ impl Memory {
     pub fn bench_embed_query(&self, query: String) -> Promise {
         let args = call_args(&[&query.as_str().into()]);
         self.route("benchEmbedQuery", args, move |leader| leader.bench_embed_query(query))
+    }
+
+    /// The ids of the `k` units whose vectors best match `query` (ranking alone, given the query's vector).
+    #[wasm_bindgen(js_name = benchRankVector)]
+    pub fn bench_rank_vector(&self, query: js_sys::Float32Array, k: u32) -> Promise {
+        let args = call_args(&[&query.clone().into(), &k.into()]);
+        self.route("benchRankVector", args, move |leader| leader.bench_rank_vector(query, k))
     }
 
     /// The token ids of `query`'s first window, as `benchEmbedQuery` feeds them to the model.
