@@ -113,6 +113,17 @@ window.bench = {
     memory = null;
   },
 
+  /** The query embedding alone (as recall runs it), per query: milliseconds. */
+  async embedQueries(queries) {
+    const times = [];
+    for (const q of queries) {
+      const t = performance.now();
+      await memory.benchEmbedQuery(q);
+      times.push(performance.now() - t);
+    }
+    return times;
+  },
+
   /** loci's ranking alone given the query vector (the peers' measure, bench/peers.js): the top 10 units of the
    * synthetic memory of `n` units for `q` query vectors (after 3 untimed), and its agreement with the exact ranking. */
   async rankLoci(n, q) {

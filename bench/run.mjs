@@ -31,6 +31,7 @@ const RECALL_QUERIES = quick ? 10 : 40;
 const OPEN_REPS = (n) => (quick ? 2 : n >= 100_000 ? 3 : 5);
 const ADD_ROUNDS = quick ? 10 : 30;
 const PEER_QUERIES = quick ? 10 : 30;
+const THREAD_REPS = quick ? 2 : 4;
 const PEERS = (value("--peers") ?? "brute,pglite,orama").split(",").filter(Boolean);
 const PEER_SCALES = (value("--peer-scales") ?? "10000,100000").split(",").map(Number);
 
@@ -301,6 +302,40 @@ try {
     peerTables.push({ k, table });
   }
 
+  // Threads: onnxruntime-web with 2 CPU threads against 1 (the page is cross-origin isolated: scripts/serve.mjs sends
+  // COOP/COEP), for batch ingest and for the query embedding. The thread count is fixed per page, so each setting
+  // gets fresh pages, alternating.
+  {
+    log(`threads: 1 vs 2, ${THREAD_REPS} pages each`);
+    const turns = chatTurns(EMBED_TURNS, 13);
+    const qsThreads = questions(23, 5);
+    const m = { 1: { ingest: [], query: [] }, 2: { ingest: [], query: [] } };
+    let isolated = null;
+    for (let i = 0; i < THREAD_REPS; i++) {
+      for (const t of i % 2 ? [2, 1] : [1, 2]) {
+        await fresh();
+        await call("deleteDatabase", "bench-threads");
+        const opened = await call("open", "bench-threads", { unitMode: "single", embedder: { batchSize: BATCH, threads: t } });
+        isolated = await page.evaluate(() => crossOriginIsolated);
+        if (opened.threads !== t) throw new Error(`asked for ${t} threads, onnxruntime-web has ${opened.threads}`);
+        await call("embedLoci", turns.slice(0, 16), "warm");
+        const a = await call("embedLoci", turns, "ingest");
+        m[t].ingest.push(turns.length / (a.ms / 1000));
+        m[t].query.push(...(await call("embedQueries", qsThreads)).slice(3));
+      }
+    }
+    await call("deleteDatabase", "bench-threads");
+    Object.assign(out, {
+      cross_origin_isolated: isolated,
+      ingest_turns_per_s_threads_1: r1(median(m[1].ingest)), ingest_turns_per_s_threads_2: r1(median(m[2].ingest)),
+      query_embed_p50_ms_threads_1: r1(median(m[1].query)), query_embed_p50_ms_threads_2: r1(median(m[2].query)),
+      ingest_threads_2_over_1: Math.round((median(m[2].ingest) / median(m[1].ingest)) * 100) / 100,
+      query_embed_threads_1_over_2: Math.round((median(m[1].query) / median(m[2].query)) * 100) / 100,
+    });
+    rows.push(["batch ingest, 1 / 2 onnxruntime-web threads (turns/s)", `${out.ingest_turns_per_s_threads_1} / ${out.ingest_turns_per_s_threads_2}`, "", ""]);
+    rows.push(["query embedding, 1 / 2 threads (ms)", `${out.query_embed_p50_ms_threads_1} / ${out.query_embed_p50_ms_threads_2}`, "", ""]);
+  }
+
   // Scale: populate, cold opens (a fresh page each), recall latency.
   const qs = questions(RECALL_QUERIES + 3);
   for (const n of scales) {
@@ -358,7 +393,7 @@ try {
     if (lociRank) {
       await peersAt(n, k, {
         rank: lociRank, open: median(opens), indexed: median(indexed),
-        bytes: after.usage - before.usage, heapBytes: last.wasmHeapBytes + last.jsHeapBytes,
+        bytes: after.usage - before.usage, heapBytes: last.wasmHeapBytes,
       });
     }
     if (n === Math.max(...scales)) await encryptionAt(n, k, name, median(opens), median(indexed));
@@ -391,6 +426,7 @@ for (const { k, table } of peerTables) {
   const w = [22, 14, 14, 14, 12, 10];
   const l = (cells) => "| " + cells.map((c, i) => String(c).padEnd(w[i])).join(" | ") + " |";
   console.log(l(["", "rank p50 (ms)", "agreement@10", "cold open (ms)", "bytes/unit", "heap (MB)"]));
+  // heap: loci's wasm memory after open; a peer's JS heap kept by its open state (after a collection).
   console.log("|" + w.map((x) => "-".repeat(x + 2)).join("|") + "|");
   for (const r of table) console.log(l(r));
 }

@@ -199,6 +199,9 @@ export function removeWorkerLoader() {
         pub base_url: String,
         /// Extension of the Emscripten wrapper (`mjs`; `js` where a server sends `.mjs` with the wrong type).
         pub wrapper_ext: String,
+        /// onnxruntime-web's CPU threads (`env.wasm.numThreads`); `None` keeps its default (one thread per two
+        /// cores, at most 4, and only where the page is cross-origin isolated). Fixed for the page at first load.
+        pub threads: Option<u32>,
     }
 
     fn set_wasm_paths(dist: &OrtDist, build: Build) -> Result<()> {
@@ -216,6 +219,9 @@ export function removeWorkerLoader() {
         set(&paths, "mjs", &url(format!("{stem}.{}", dist.wrapper_ext))).map_err(fail)?;
         set(&paths, "wasm", &url(format!("{stem}.wasm"))).map_err(fail)?;
         set(&wasm, "wasmPaths", &paths).map_err(fail)?;
+        if let Some(n) = dist.threads {
+            set(&wasm, "numThreads", &JsValue::from(n)).map_err(fail)?;
+        }
         Ok(())
     }
 

@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 use futures::future::join_all;
+use idb::request::GetStoreRequest;
 use idb::{Database, KeyPath, ObjectStore, Query, TransactionMode};
 use js_sys::{Float32Array, Int8Array, Object, Reflect, Uint32Array, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
@@ -770,10 +771,8 @@ impl IdbStore {
         Self::commit(tx, &raw, "migrating").await
     }
 
-    /// An encrypted memory's load: the same reads as a plaintext one (plus the chunk keys, which each record is
-    /// bound to), then every record opened. A record that does not open (altered, moved, or damaged) is set aside
-    /// as a damaged plaintext one is, and the rest of the memory opens without it; the meta records must open.
-    async fn load_sealed(&self, sealer: &Sealer) -> Result<Snapshot> {
+    /// The read-only transaction of a load, with the reads of the memory's and distillation's meta records queued.
+    fn begin_load(&self) -> Result<(idb::Transaction, GetStoreRequest, GetStoreRequest)> {
         let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
         let tx = self
             .conn
@@ -785,6 +784,14 @@ impl IdbStore {
         let meta_req = meta_store.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
         let distill_meta_req =
             meta_store.get(JsValue::from_str(DISTILL_KEY)).map_err(|e| idb_err("reading distill meta", e))?;
+        Ok((tx, meta_req, distill_meta_req))
+    }
+
+    /// An encrypted memory's load: the same reads as a plaintext one (plus the chunk keys, which each record is
+    /// bound to), then every record opened. A record that does not open (altered, moved, or damaged) is set aside
+    /// as a damaged plaintext one is, and the rest of the memory opens without it; the meta records must open.
+    async fn load_sealed(&self, sealer: &Sealer) -> Result<Snapshot> {
+        let (tx, meta_req, distill_meta_req) = self.begin_load()?;
         let get_all = |name: &str| {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };
@@ -1237,18 +1244,8 @@ impl Store for IdbStore {
         if let Some(sealer) = &self.sealer {
             return self.load_sealed(sealer).await;
         }
-        let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
-        let tx = self
-            .conn
-            .borrow()
-            .db
-            .transaction(&reading, TransactionMode::ReadOnly)
-            .map_err(|e| idb_err("reading", e))?;
         // Every request is queued before the first is awaited: one round of eight requests, whatever the size.
-        let meta_store = Self::store(&tx, META)?;
-        let meta_req = meta_store.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
-        let distill_meta_req =
-            meta_store.get(JsValue::from_str(DISTILL_KEY)).map_err(|e| idb_err("reading distill meta", e))?;
+        let (tx, meta_req, distill_meta_req) = self.begin_load()?;
         let get_all = |name: &str| {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };

@@ -194,6 +194,7 @@ pub(super) async fn open_inner(
             "modelSha256",
             "tokenizerSha256",
             "cache",
+            "threads",
         ],
         "embedder options",
     )?;
@@ -244,7 +245,10 @@ pub(super) async fn open_inner(
     if wrapper_ext != "mjs" && wrapper_ext != "js" {
         return Err(Error::invalid("`ortWrapperExt` must be \"mjs\" or \"js\""));
     }
-    let dist = OrtDist { base_url: ort_url, wrapper_ext };
+    if e.threads.is_some_and(|t| t == 0 || t > 16) {
+        return Err(Error::invalid("`threads` must be between 1 and 16"));
+    }
+    let dist = OrtDist { base_url: ort_url, wrapper_ext, threads: e.threads };
 
     let release_lock = lock_memory(&opts.name, granted).await?;
     let server = tabs::TabServer::new(&tabs::channel_name(&opts.name));

@@ -158,6 +158,8 @@ pub(super) struct EmbedderOptions {
     pub(super) tokenizer_sha256: Option<Option<String>>,
     /// Keep the model and tokenizer in Cache Storage (default true).
     pub(super) cache: Option<bool>,
+    /// onnxruntime-web's CPU threads (default: its own choice; more than one needs a cross-origin isolated page).
+    pub(super) threads: Option<u32>,
 }
 
 /// Distinguishes an absent option (`None`) from an explicit `null` (`Some(None)`).

@@ -13,8 +13,8 @@ import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { serve } from "../../scripts/serve.mjs";
+import { launchChromium, reliabilityTab } from "./harness.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const argv = process.argv.slice(2);
@@ -31,20 +31,10 @@ const llmPort = await new Promise((ok) => llmServer.stdout.on("data", (d) => {
 }));
 const llmBase = `http://127.0.0.1:${llmPort}`;
 const llm = { baseUrl: `${llmBase}/v1`, model: "scripted", timeoutMs: 60_000 };
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const browser = await launchChromium();
 
 /** A tab of `context` with the reliability page loaded. */
-async function tab(context) {
-  const page = await context.newPage();
-  page.on("pageerror", (e) => console.error("page error:", e.message));
-  await page.exposeBinding("ack", () => {});
-  await page.goto(`${origin}/tests/reliability/page.html`);
-  await page.waitForFunction(() => window.reliability);
-  return page;
-}
+const tab = (context) => reliabilityTab(context, origin);
 
 const isLeader = (page) => page.evaluate(() => window.memory.isLeader);
 

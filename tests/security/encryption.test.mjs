@@ -13,8 +13,8 @@
 //   node tests/security/encryption.test.mjs [--json PATH]
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { serve } from "../../scripts/serve.mjs";
+import { launchChromium, reliabilityTab } from "../reliability/harness.mjs";
 
 const argv = process.argv.slice(2);
 const jsonPath = argv.includes("--json") ? argv[argv.indexOf("--json") + 1] : null;
@@ -26,19 +26,9 @@ const PASS = ["correct horse battery staple", "a second passphrase, after the ch
 
 const server = await serve(0, ["tests"]);
 const origin = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const browser = await launchChromium();
 
-async function tab(context) {
-  const page = await context.newPage();
-  page.on("pageerror", (e) => console.error("page error:", e.message));
-  await page.exposeBinding("ack", () => {});
-  await page.goto(`${origin}/tests/reliability/page.html`);
-  await page.waitForFunction(() => window.reliability);
-  return page;
-}
+const tab = (context) => reliabilityTab(context, origin);
 
 /** Opens memory `name` with `encryption` (or none); resolves to "ok" or the error's code. */
 const open = (page, name, encryption) => page.evaluate(async ([name, encryption]) => {
