@@ -4,7 +4,7 @@
 //    both are read back (every key and value of every store, as bytes): the canary strings and 24-byte runs of the
 //    canary's int8 vector codes (taken from the plaintext memory) are found in the plaintext one, so the scan works,
 //    and counted in the encrypted one (expected: 0). Recall still finds the canary there.
-// 2. A wrong passphrase, and none, are BAD_KEY and change nothing.
+// 2. A wrong passphrase, and none, are BAD_KEY and change nothing, also in a second tab that follows the first.
 // 3. changePassphrase interrupted: the renderer is crashed (CDP Page.crash) at once, after 150 ms, and after it
 //    resolved. Each time exactly one of the two passphrases opens the memory afterwards, with nothing lost.
 // 4. Tamper: two session records swap their sealed contents and a byte of the vector chunk flips. The memory opens,
@@ -152,6 +152,16 @@ try {
   assert.equal(await page.evaluate(async () => (await window.memory.stats()).turns), turnsStored);
   const doc = await page.evaluate(() => window.memory.export());
   assert.equal(doc.encrypted, false, "an export says it is plaintext");
+  // A second tab follows this one: its key is checked all the same, although its calls run here.
+  const second = await tab(context);
+  assert.equal(await open(second, "canary-enc", { passphrase: "wrong" }), "BAD_KEY", "a follower's wrong key");
+  report.bad_key_refusals++;
+  assert.equal(await open(second, "canary-enc", { passphrase: PASS[0] }), "ok");
+  assert.equal(await second.evaluate(() => window.memory.isLeader), false, "the second tab follows");
+  const followed = await second.evaluate(async () => (await window.memory.recall("locker code for the trip", { k: 1 })).sessions[0].id);
+  assert.equal(followed, "trip-to-quince-lane", "a follower recalls from the encrypted memory");
+  await close(second);
+  await second.close();
   await close(page);
 
   // 3. changePassphrase, interrupted by a renderer crash at three points.
