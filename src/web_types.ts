@@ -200,8 +200,9 @@ export interface RecallOptions {
   order?: "chronological" | "rank";
   /** Default `"hybrid"` (dense + lexical); `"tir"` is the papers' Turn Isolation Retrieval. */
   method?: RecallMethod;
-  /** `"none"` (default for recall), `"extractive"` (no LLM) or `"llm"` (query-driven pruning; default for answer). */
-  prune?: "none" | "extractive" | "llm";
+  /** `"none"` (default for recall), `"extractive"` (no LLM), `"llm"` (query-driven pruning; default for answer: the
+   * model lists the ids of the lines to keep) or `"llm-spans"` (the same, but the model copies the lines it keeps). */
+  prune?: "none" | "extractive" | "llm" | "llm-spans";
   /** Extractive pruning: share of tokens to keep (default 0.5). */
   budget?: number;
   /** When the question is asked (for relative dates); default now. */
@@ -271,7 +272,7 @@ export interface RecallResult {
   contextTokens: number;
   device: "wasm" | "webgpu" | "cpu";
   /** Present when `prune` was given. */
-  prune?: "none" | "extractive" | "llm";
+  prune?: "none" | "extractive" | "llm" | "llm-spans";
   unprunedTokens?: number;
   kept?: KeptSession[];
   spent?: Spent;
@@ -376,7 +377,7 @@ export interface AnswerResult {
   context: string;
   contextTokens: number;
   unprunedTokens: number;
-  prune: "none" | "extractive" | "llm";
+  prune: "none" | "extractive" | "llm" | "llm-spans";
   spent: Spent;
 }
 

@@ -67,6 +67,13 @@ pub struct QdpReply {
     pub keep: Vec<String>,
 }
 
+/// The reply the quoting variant of QDP asks for ([`qdp_quotes`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct QdpQuotesReply {
+    /// Word-for-word excerpts of the memory's lines.
+    pub quotes: Vec<String>,
+}
+
 /// The reply the answer prompt asks for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct AnswerReply {
@@ -105,6 +112,33 @@ pub fn qdp(sessions: &[QdpSession], question: &str, question_date: &str) -> Vec<
          everything else. Do not answer the question.\n\
          Reply with only a JSON object: {{\"keep\": [\"<id>\", …]}} listing the ids in memory order, \
          or {{\"keep\": []}} when nothing is relevant."
+    );
+    let user = format!("{}\n\nQuestion date: {question_date}\nQuestion: {}", fence(&memory), one_line(question));
+    vec![ChatMessage::system(system), ChatMessage::user(user)]
+}
+
+/// QDP asking for spans rather than ids (`prune: "llm-spans"`): the same memory without line ids, and the model
+/// copies the parts it keeps word for word; loci maps each quote back to the lines that contain it. Which of the
+/// two shapes a small model follows better is measured in docs/BENCHMARKS.md.
+pub fn qdp_quotes(sessions: &[QdpSession], question: &str, question_date: &str) -> Vec<ChatMessage> {
+    let mut memory = String::new();
+    for (i, s) in sessions.iter().enumerate() {
+        if i > 0 {
+            memory.push_str("\n\n");
+        }
+        memory.push_str(&format!("## Session {} — {}", s.label, s.date));
+        for line in &s.lines {
+            memory.push('\n');
+            memory.push_str(&crate::text::single_line(line));
+        }
+    }
+    let system = format!(
+        "You select the parts of a memory that are needed to answer a question. {DATA_RULE}\n\
+         Copy, word for word, every line of memory needed to answer the question, and the lines that give those \
+         lines their meaning (who is speaking about what, and when). Leave out everything else. Do not answer the \
+         question.\n\
+         Reply with only a JSON object: {{\"quotes\": [\"<a line copied from the memory>\", …]}} in memory order, \
+         or {{\"quotes\": []}} when nothing is relevant."
     );
     let user = format!("{}\n\nQuestion date: {question_date}\nQuestion: {}", fence(&memory), one_line(question));
     vec![ChatMessage::system(system), ChatMessage::user(user)]
@@ -159,6 +193,16 @@ pub fn qdp_schema() -> JsonSchema {
         schema: json!({"type": "object", "additionalProperties": false, "required": ["keep"],
             "properties": {"keep": {"type": "array", "maxItems": 200,
                 "items": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+$", "maxLength": 12}}}}),
+    }
+}
+
+/// JSON schema of [`QdpQuotesReply`].
+pub fn qdp_quotes_schema() -> JsonSchema {
+    JsonSchema {
+        name: "qdp_quotes",
+        schema: json!({"type": "object", "additionalProperties": false, "required": ["quotes"],
+            "properties": {"quotes": {"type": "array", "maxItems": 60,
+                "items": {"type": "string", "maxLength": 400}}}}),
     }
 }
 
@@ -235,6 +279,11 @@ mod tests {
     #[test]
     fn qdp_prompt_snapshot() {
         snapshot("qdp", &render(&qdp(&sessions(), "Where did Ana\nhike?", "2023-07-01")));
+    }
+
+    #[test]
+    fn qdp_quotes_prompt_snapshot() {
+        snapshot("qdp_quotes", &render(&qdp_quotes(&sessions(), "Where did Ana\nhike?", "2023-07-01")));
     }
 
     #[test]

@@ -10,9 +10,9 @@ use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, Recalle
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::llm::fit::{cap_text, chat_json_fitted};
-use crate::llm::prompts::{self, AnswerReply, QdpReply, QdpSession};
+use crate::llm::prompts::{self, AnswerReply, QdpQuotesReply, QdpReply, QdpSession};
 use crate::llm::structured::Structured;
-use crate::llm::{AbortSignal, Llm, LlmRequest, PhaseCounters, Usage};
+use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, Usage};
 use crate::recall::prune::{
     self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
 };
@@ -125,7 +125,7 @@ const ALL_UNITS: usize = 100_000;
 
 /// `llm` pruning without an LLM is refused before any work.
 pub(super) fn needs_llm(prune: &PruneOptions, llm: Option<&dyn Llm>) -> Result<()> {
-    if prune.mode == PruneMode::Llm && llm.is_none() {
+    if prune.mode.uses_llm() && llm.is_none() {
         return Err(no_llm());
     }
     Ok(())
@@ -169,22 +169,27 @@ impl PrunedRecallPlan {
         let pruned = match (self.mode, llm) {
             (PruneMode::None, _) => prune::none(&self.sessions, chronological, &count),
             (PruneMode::Extractive, _) => prune::extractive(&self.sessions, &self.extractive, chronological, &count),
-            (PruneMode::Llm, Some(llm)) => {
-                match qdp(
-                    &self.sessions,
-                    &self.query,
-                    &self.question_date,
-                    llm,
-                    chronological,
-                    self.max_tokens,
-                    abort,
-                    &count,
-                )
-                .await
-                {
-                    Ok((pruned, reply)) => {
-                        counters.prune.record(&reply);
-                        spent.add(&reply);
+            (mode @ (PruneMode::Llm | PruneMode::LlmSpans), Some(llm)) => {
+                let (sessions, query, date) = (&self.sessions, &self.query, &self.question_date);
+                let max_tokens = self.max_tokens;
+                let outcome = match mode {
+                    PruneMode::LlmSpans => qdp_quotes(sessions, query, date, llm, chronological, max_tokens, abort, &count)
+                        .await
+                        .map(|(pruned, reply)| {
+                            counters.prune.record(&reply);
+                            spent.add(&reply);
+                            pruned
+                        }),
+                    _ => qdp(sessions, query, date, llm, chronological, max_tokens, abort, &count).await.map(
+                        |(pruned, reply)| {
+                            counters.prune.record(&reply);
+                            spent.add(&reply);
+                            pruned
+                        },
+                    ),
+                };
+                match outcome {
+                    Ok(pruned) => {
                         if pruned.sessions.is_empty() && !self.sessions.is_empty() {
                             // A small model that keeps nothing (or only ids that do not exist) would leave the
                             // answer without evidence: keep the best-scoring turns instead, and count it.
@@ -204,7 +209,7 @@ impl PrunedRecallPlan {
                     }
                 }
             }
-            (PruneMode::Llm, None) => return PlanOutcome { result: Err(no_llm()), counters },
+            (PruneMode::Llm | PruneMode::LlmSpans, None) => return PlanOutcome { result: Err(no_llm()), counters },
         };
         let mut recall = self.recall;
         for s in &mut recall.sessions {
@@ -236,16 +241,77 @@ pub async fn qdp(
     abort: Option<AbortSignal>,
     count: &dyn Fn(&str) -> usize,
 ) -> Result<(Pruned, Structured<QdpReply>)> {
-    let (full, _) = prune::render(sessions, &prune::all_turns(sessions), chronological);
+    let shape = QdpShape {
+        mode: PruneMode::Llm,
+        schema: prompts::qdp_schema(),
+        prompt: prompts::qdp,
+        // The reply lists line ids (~6 tokens each).
+        tokens_per_line: 8,
+    };
+    let ask = QdpAsk { sessions, question, question_date, chronological, max_tokens, abort };
+    qdp_shaped(&ask, &shape, llm, count, |order, reply: &QdpReply| prune::kept_from_reply(sessions, order, reply)).await
+}
+
+/// [`qdp`] asking for word-for-word quotes rather than line ids (`prune: "llm-spans"`).
+#[allow(clippy::too_many_arguments)]
+pub async fn qdp_quotes(
+    sessions: &[PruneSession],
+    question: &str,
+    question_date: &str,
+    llm: &dyn Llm,
+    chronological: bool,
+    max_tokens: Option<u32>,
+    abort: Option<AbortSignal>,
+    count: &dyn Fn(&str) -> usize,
+) -> Result<(Pruned, Structured<QdpQuotesReply>)> {
+    let shape = QdpShape {
+        mode: PruneMode::LlmSpans,
+        schema: prompts::qdp_quotes_schema(),
+        prompt: prompts::qdp_quotes,
+        // The reply copies whole lines.
+        tokens_per_line: 40,
+    };
+    let ask = QdpAsk { sessions, question, question_date, chronological, max_tokens, abort };
+    qdp_shaped(&ask, &shape, llm, count, |_, reply: &QdpQuotesReply| prune::kept_from_quotes(sessions, &reply.quotes))
+        .await
+}
+
+/// What a QDP call is asked about.
+struct QdpAsk<'a> {
+    sessions: &'a [PruneSession],
+    question: &'a str,
+    question_date: &'a str,
+    chronological: bool,
+    max_tokens: Option<u32>,
+    abort: Option<AbortSignal>,
+}
+
+/// The shape of a QDP reply: its schema, its prompt, and the output it needs per line of memory.
+struct QdpShape {
+    mode: PruneMode,
+    schema: JsonSchema,
+    prompt: fn(&[QdpSession], &str, &str) -> Vec<ChatMessage>,
+    tokens_per_line: u32,
+}
+
+async fn qdp_shaped<T: serde::de::DeserializeOwned>(
+    ask: &QdpAsk<'_>,
+    shape: &QdpShape,
+    llm: &dyn Llm,
+    count: &dyn Fn(&str) -> usize,
+    kept_of: impl Fn(&[usize], &T) -> Vec<Vec<usize>>,
+) -> Result<(Pruned, Structured<T>)> {
+    let sessions = ask.sessions;
+    let (full, _) = prune::render(sessions, &prune::all_turns(sessions), ask.chronological);
     let unpruned_tokens = count(&full);
-    let (qs, order) = prune::qdp_sessions(sessions, chronological);
+    let (qs, order) = prune::qdp_sessions(sessions, ask.chronological);
     let lines: usize = qs.iter().map(|s| s.lines.len()).sum();
-    // The reply lists line ids (~6 tokens each); a cap fit for that, unless the caller set one.
-    let max_tokens = max_tokens.unwrap_or((64 + 8 * lines as u32).min(1_024));
+    // An output cap fit for the reply, unless the caller set one.
+    let max_tokens = ask.max_tokens.unwrap_or((64 + shape.tokens_per_line * lines as u32).min(1_024));
     let request = LlmRequest {
-        json_schema: Some(prompts::qdp_schema()),
+        json_schema: Some(shape.schema.clone()),
         max_tokens: Some(max_tokens),
-        abort,
+        abort: ask.abort.clone(),
         ..LlmRequest::new(vec![])
     };
     let build = |cap| {
@@ -253,13 +319,13 @@ pub async fn qdp(
             .iter()
             .map(|s| QdpSession { lines: s.lines.iter().map(|l| cap_text(l, cap).into_owned()).collect(), ..s.clone() })
             .collect();
-        prompts::qdp(&capped, question, question_date)
+        (shape.prompt)(&capped, ask.question, ask.question_date)
     };
-    let reply: Structured<QdpReply> = chat_json_fitted(llm, &request, &build, count).await?;
-    let kept = prune::kept_from_reply(sessions, &order, &reply.value);
-    let (context, sessions_kept) = prune::render(sessions, &kept, chronological);
+    let reply: Structured<T> = chat_json_fitted(llm, &request, &build, count).await?;
+    let kept = kept_of(&order, &reply.value);
+    let (context, sessions_kept) = prune::render(sessions, &kept, ask.chronological);
     let tokens = count(&context);
-    Ok((Pruned { mode: PruneMode::Llm, sessions: sessions_kept, context, tokens, unpruned_tokens }, reply))
+    Ok((Pruned { mode: shape.mode, sessions: sessions_kept, context, tokens, unpruned_tokens }, reply))
 }
 
 /// What the answer reads from the memory: a pruned-recall plan, or a fixed context (distilled recall).
@@ -562,6 +628,26 @@ mod tests {
         let sent = &llm.requests.borrow()[0];
         assert!(sent.json_schema.is_some());
         assert!(sent.messages[1].content.contains("[2.5] A: nine ten"));
+    }
+
+    #[test]
+    fn quoting_qdp_keeps_the_lines_its_quotes_come_from() {
+        let sessions = two();
+        // An exact line, a line with a word changed (3 of 4 words shared), and quotes that match nothing or are
+        // too short to say anything.
+        let llm = ScriptedLlm::new([Ok(
+            "{\"quotes\": [\"A: c d\", \"A: nine TEN\", \"A: seven eights\", \"zebra crossing today\", \"x\"]}"
+                .to_string(),
+        )]);
+        let (p, reply) =
+            pollster::block_on(qdp_quotes(&sessions, "what?", "2023-07-01", &llm, true, None, None, &words)).unwrap();
+        assert_eq!(reply.calls, 1);
+        assert_eq!(p.mode, PruneMode::LlmSpans);
+        let kept: Vec<(&str, Vec<usize>)> = p.sessions.iter().map(|s| (s.id.as_str(), s.kept.clone())).collect();
+        assert_eq!(kept, vec![("early", vec![1]), ("late", vec![3, 4])]);
+        let sent = &llm.requests.borrow()[0];
+        assert_eq!(sent.json_schema.as_ref().map(|s| s.name), Some("qdp_quotes"));
+        assert!(sent.messages[1].content.contains("\nA: nine ten") && !sent.messages[1].content.contains("[2.5]"));
     }
 
     #[test]

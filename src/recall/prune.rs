@@ -30,15 +30,26 @@ pub enum PruneMode {
     None,
     Extractive,
     Llm,
+    /// QDP asking for word-for-word quotes instead of line ids (an alternative shape, measured against `Llm`).
+    #[serde(rename = "llm-spans")]
+    LlmSpans,
 }
 
 impl PruneMode {
+    /// Whether this mode calls the LLM.
+    pub fn uses_llm(self) -> bool {
+        matches!(self, PruneMode::Llm | PruneMode::LlmSpans)
+    }
+
     pub fn parse(s: &str) -> Result<Self> {
         match s {
             "none" => Ok(PruneMode::None),
             "extractive" => Ok(PruneMode::Extractive),
             "llm" => Ok(PruneMode::Llm),
-            other => Err(Error::invalid(format!("`prune` must be \"none\", \"extractive\" or \"llm\", not {other:?}"))),
+            "llm-spans" => Ok(PruneMode::LlmSpans),
+            other => Err(Error::invalid(format!(
+                "`prune` must be \"none\", \"extractive\", \"llm\" or \"llm-spans\", not {other:?}"
+            ))),
         }
     }
 }
@@ -293,6 +304,50 @@ pub fn kept_from_reply(sessions: &[PruneSession], order: &[usize], reply: &QdpRe
     kept.into_iter().map(|k| k.into_iter().collect()).collect()
 }
 
+/// Lower-case words of `s` (letters and digits), for matching a quote to the lines it was copied from.
+fn words_of(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The kept turns named by a quoting QDP reply: a quote keeps every line that contains its words in order; one
+/// that no line contains keeps the line that shares most of its words, if that is at least 60% of them (small
+/// models drop or change a word when they copy). Quotes of fewer than 2 words are ignored.
+pub fn kept_from_quotes(sessions: &[PruneSession], quotes: &[String]) -> Vec<Vec<usize>> {
+    let lines: Vec<Vec<Vec<String>>> =
+        sessions.iter().map(|s| s.turns.iter().map(|t| words_of(&t.line())).collect()).collect();
+    let mut kept: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); sessions.len()];
+    for quote in quotes {
+        let q = words_of(quote);
+        if q.len() < 2 {
+            continue;
+        }
+        let mut found = false;
+        for (i, session) in lines.iter().enumerate() {
+            for (n, line) in session.iter().enumerate() {
+                if line.windows(q.len()).any(|w| w == q.as_slice()) {
+                    kept[i].insert(n);
+                    found = true;
+                }
+            }
+        }
+        if found {
+            continue;
+        }
+        let overlap = |line: &Vec<String>| q.iter().filter(|w| line.contains(w)).count();
+        let best = lines
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.iter().enumerate().map(move |(n, l)| (i, n, l)))
+            .max_by_key(|&(_, _, l)| overlap(l));
+        if let Some((i, n, l)) = best {
+            if overlap(l) * 10 >= q.len() * 6 {
+                kept[i].insert(n);
+            }
+        }
+    }
+    kept.into_iter().map(|k| k.into_iter().collect()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,6 +455,8 @@ mod tests {
     #[test]
     fn prune_modes_parse() {
         assert_eq!(PruneMode::parse("llm").unwrap(), PruneMode::Llm);
+        assert_eq!(PruneMode::parse("llm-spans").unwrap(), PruneMode::LlmSpans);
+        assert_eq!(serde_json::to_string(&PruneMode::LlmSpans).unwrap(), "\"llm-spans\"");
         assert_eq!(PruneMode::parse("LLM").unwrap_err().code(), "INVALID_INPUT");
     }
 }
