@@ -273,6 +273,53 @@ impl Bm25Index {
         }
     }
 
+    /// `text` without the words whose term is held by at least `share` of the documents (e.g. the names of the
+    /// two people of a conversation, tagged on nearly every unit). `None` when no word is dropped.
+    pub fn without_common_words(&self, text: &str, share: f32) -> Option<String> {
+        if self.docs.is_empty() {
+            return None;
+        }
+        let min_df = (share * self.docs.len() as f32).ceil().max(1.0) as usize;
+        let (mut lower, mut stemmed) = (String::new(), String::new());
+        let mut out = String::new();
+        let mut kept_to = 0;
+        let mut dropped = false;
+        for_each_word(text, |w| {
+            lowercase_into(w, &mut lower);
+            if is_stopword(&lower) {
+                return;
+            }
+            stem_into(&lower, &mut stemmed);
+            let common = self.vocab.get(stemmed.as_str()).is_some_and(|&t| self.postings[t as usize].len() >= min_df);
+            if common {
+                let start = w.as_ptr() as usize - text.as_ptr() as usize;
+                out.push_str(&text[kept_to..start]);
+                kept_to = start + w.len();
+                dropped = true;
+            }
+        });
+        if !dropped {
+            return None;
+        }
+        out.push_str(&text[kept_to..]);
+        Some(out)
+    }
+
+    /// Calls `f(document, score)` with the BM25 contribution of one term, with weight `qw` in place of the query
+    /// frequency, to each document that holds it (the per-term part of [`add_weighted_scores`](Self::add_weighted_scores)).
+    pub fn for_each_term_score(&self, term: u32, qw: f32, mut f: impl FnMut(usize, f32)) {
+        if self.docs.is_empty() {
+            return;
+        }
+        let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
+        let w = self.idf(term) * qw;
+        for &(d, tf) in &self.postings[term as usize] {
+            let tf = tf as f32;
+            let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
+            f(d as usize, w * tf * (K1 + 1.0) / (tf + norm));
+        }
+    }
+
     /// Pseudo-relevance feedback: the `n_terms` terms that best characterise `docs` ((document, weight) pairs),
     /// scored Σ weight · tf / len · idf, into `out` best first with weights scaled to sum to `total`. Terms held
     /// by a single document in the index are skipped (names and typos of one exchange do not generalise).
