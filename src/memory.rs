@@ -529,12 +529,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Err(Error::invalid("`k` must be between 1 and 1000"));
         }
         self.index_lexical(usize::MAX);
-        let share: f32 = std::env::var("LOCI_UBIQ").ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        let stripped = if share > 0.0 { self.lexical.without_common_words(query, share) } else { None };
-        let lex_too = std::env::var("LOCI_UBIQ_LEX").is_ok();
-        let dense_query = stripped.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or(query);
-        let query = if lex_too { dense_query } else { query };
-        let q = self.embedder.embed_query(dense_query).await?;
+        // The methods that read the lexical index embed the query without the memory's common words; the dense-only
+        // methods keep paper parity.
+        let dense_query =
+            if options.method.uses_lexical() { recall::dense_query(query, &self.lexical) } else { query.into() };
+        let q = self.embedder.embed_query(&dense_query).await?;
         self.vectors.scores_into(&q, &mut self.scratch);
         self.lexical_scratch.clear();
         if options.method.uses_lexical() {

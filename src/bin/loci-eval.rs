@@ -268,21 +268,11 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 for corpus in corpora {
                     let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
                     for q in &corpus.questions {
-                        let mut dbg_units: Vec<(f32, f32, String)> = Vec::new();
                         let ranking = match method {
                             Method::Library { method, .. } => {
                                 let options =
                                     RecallOptions { k: 10, units_per_session: 1, chronological: false, method };
-                                let mut qtext = q.question.clone();
-                                if std::env::var("LOCI_STRIP_NAMES").is_ok() {
-                                    let mut names: Vec<String> = corpus.sessions.iter().flat_map(|s| s.turns.iter().map(|t| t.speaker.clone())).collect();
-                                    names.sort(); names.dedup();
-                                    for n in &names {
-                                        qtext = qtext.replace(&format!("{n}'s"), "").replace(n.as_str(), "");
-                                    }
-                                }
-                                let r = block_on(memory.recall(&qtext, options)).map_err(|e| e.to_string())?;
-                                dbg_units = r.sessions.iter().map(|s| (s.score, s.units.first().map_or(0.0, |u| u.score), s.units.first().map_or(String::new(), |u| u.text.clone()))).collect();
+                                let r = block_on(memory.recall(&q.question, options)).map_err(|e| e.to_string())?;
                                 r.sessions.into_iter().map(|s| s.id).collect()
                             }
                             Method::SessionLevel => {
@@ -301,7 +291,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                         if let Some(f) = dump.as_mut() {
                             let line = json!({"variant": gt.name(), "method": method.key(), "corpus": corpus.id,
                                 "id": q.id, "category": q.category, "question": q.question,
-                                "gold": q.gold_sessions, "ranking": ranking, "dbg": dbg_units});
+                                "gold": q.gold_sessions, "ranking": ranking});
                             writeln!(f, "{line}").map_err(|e| e.to_string())?;
                         }
                         results.push(QuestionResult::new(q, ranking));

@@ -273,8 +273,8 @@ impl Bm25Index {
         }
     }
 
-    /// `text` without the words whose term is held by at least `share` of the documents (e.g. the names of the
-    /// two people of a conversation, tagged on nearly every unit). `None` when no word is dropped.
+    /// `text` without the words whose term is held by at least `share` of the documents (in a conversation, the
+    /// names of the two people, tagged on nearly every unit); `None` when no word is dropped. Stopwords stay.
     pub fn without_common_words(&self, text: &str, share: f32) -> Option<String> {
         if self.docs.is_empty() {
             return None;
@@ -283,41 +283,24 @@ impl Bm25Index {
         let (mut lower, mut stemmed) = (String::new(), String::new());
         let mut out = String::new();
         let mut kept_to = 0;
-        let mut dropped = false;
         for_each_word(text, |w| {
             lowercase_into(w, &mut lower);
             if is_stopword(&lower) {
                 return;
             }
             stem_into(&lower, &mut stemmed);
-            let common = self.vocab.get(stemmed.as_str()).is_some_and(|&t| self.postings[t as usize].len() >= min_df);
-            if common {
+            if self.vocab.get(stemmed.as_str()).is_some_and(|&t| self.postings[t as usize].len() >= min_df) {
+                // `w` is a slice of `text`: its offset says what to copy before it.
                 let start = w.as_ptr() as usize - text.as_ptr() as usize;
                 out.push_str(&text[kept_to..start]);
                 kept_to = start + w.len();
-                dropped = true;
             }
         });
-        if !dropped {
+        if kept_to == 0 {
             return None;
         }
         out.push_str(&text[kept_to..]);
         Some(out)
-    }
-
-    /// Calls `f(document, score)` with the BM25 contribution of one term, with weight `qw` in place of the query
-    /// frequency, to each document that holds it (the per-term part of [`add_weighted_scores`](Self::add_weighted_scores)).
-    pub fn for_each_term_score(&self, term: u32, qw: f32, mut f: impl FnMut(usize, f32)) {
-        if self.docs.is_empty() {
-            return;
-        }
-        let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
-        let w = self.idf(term) * qw;
-        for &(d, tf) in &self.postings[term as usize] {
-            let tf = tf as f32;
-            let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
-            f(d as usize, w * tf * (K1 + 1.0) / (tf + norm));
-        }
     }
 
     /// Pseudo-relevance feedback: the `n_terms` terms that best characterise `docs` ((document, weight) pairs),
@@ -525,6 +508,25 @@ mod tests {
     #[test]
     fn stopwords_are_sorted_for_binary_search() {
         assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]), "STOPWORDS must stay sorted");
+    }
+
+    #[test]
+    fn common_words_leave_the_query() {
+        let mut lex = Bm25Index::new();
+        for (u, text) in ["[Ana]: pottery class", "[Ben]: [Ana]: car brakes", "[Ana]: hello", "[Ana]: [Ben]: bye"]
+            .into_iter()
+            .enumerate()
+        {
+            lex.insert(u as u32, 0, text);
+        }
+        // "Ana" is in every unit, "Ben" in half of them, "pottery" in one.
+        assert_eq!(
+            lex.without_common_words("What did Ana's pottery look like?", 0.75).as_deref(),
+            Some("What did 's pottery look like?")
+        );
+        assert_eq!(lex.without_common_words("Ben and Ana", 0.5).as_deref(), Some(" and "));
+        assert_eq!(lex.without_common_words("pottery and brakes", 0.5), None);
+        assert_eq!(Bm25Index::new().without_common_words("Ana", 0.5), None);
     }
 
     #[test]

@@ -137,16 +137,6 @@ pub struct Scratch {
     session_scratch: Vec<f32>,
     /// Per row: its lexical document number (`u32::MAX` when none), looked up once per ranking.
     row_doc: Vec<u32>,
-    /// Coverage: the query terms, per session × term how much of the term the session holds, per term how much
-    /// the picked sessions hold, whether each session is picked.
-    cover_terms: Vec<(u32, f32)>,
-    cover: Vec<f32>,
-    covered: Vec<f32>,
-    picked: Vec<bool>,
-}
-
-fn knob(name: &str, default: f32) -> f32 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Ranks sessions by `method`; returns the top `k`, each with up to `rows_per_session` best rows. Sessions without
@@ -165,25 +155,13 @@ pub fn rank(
         RecallMethod::Bm25 => sc.row.extend(ev.row_unit.iter().map(|&u| lexical_of(ev, u))),
         RecallMethod::Hybrid => feedback(ev, sc),
     }
-    let open = knob("LOCI_OPEN", 0.0);
-    if method == RecallMethod::Hybrid && open != 0.0 {
-        let mut first = vec![u32::MAX; n];
-        for (&s, &u) in ev.row_session.iter().zip(ev.row_unit) {
-            first[s as usize] = first[s as usize].min(u);
-        }
-        for ((x, &s), &u) in sc.row.iter_mut().zip(ev.row_session).zip(ev.row_unit) {
-            if first[s as usize] == u {
-                *x *= 1.0 + open;
-            }
-        }
-    }
     let top_n = match method {
         RecallMethod::TirSum(t) => t.max(1) as usize,
         RecallMethod::Hybrid => 3,
         _ => 1,
     };
     // Top-n sum weighs every unit alike; the hybrid lets the 2nd and 3rd best units count geometrically less.
-    let decay = if method == RecallMethod::Hybrid { knob("LOCI_DECAY", HYBRID_DECAY) } else { 1.0 };
+    let decay = if method == RecallMethod::Hybrid { HYBRID_DECAY } else { 1.0 };
     sc.count.clear();
     sc.count.resize(n, 0);
     sc.top.clear();
@@ -215,8 +193,6 @@ pub fn rank(
     }
     if method == RecallMethod::Hybrid {
         session_evidence(ev, sc);
-        hop(ev, sc);
-        cover(ev, sc, k);
     }
     top_sessions(sc, ev, k, rows_per_session)
 }
@@ -273,28 +249,20 @@ fn mix(ev: &Evidence, row_doc: &[u32], lexical: &[f32], out: &mut Vec<f32>) {
     out.clear();
     let (dmin, dmax) = min_max(ev.dense.iter().copied());
     let (_, lmax) = min_max(lexical.iter().copied());
-    let w = knob("LOCI_DW", HYBRID_DENSE_WEIGHT);
-    let l0 = knob("LOCI_L0", 0.0);
-    let lg = knob("LOCI_LG", 1.0);
+    let w = HYBRID_DENSE_WEIGHT;
     out.extend(ev.dense.iter().zip(row_doc).map(|(&d, &doc)| {
         let l = lexical.get(doc as usize).copied().unwrap_or(0.0);
-        let x = w * scale(d, dmin, dmax) + (1.0 - w) * scale(l, 0.0, lmax);
-        if l0 > 0.0 && doc != u32::MAX {
-            let len = ev.lexical.doc_len(doc as usize) as f32;
-            x * (len / (len + l0)).powf(lg)
-        } else {
-            x
-        }
+        w * scale(d, dmin, dmax) + (1.0 - w) * scale(l, 0.0, lmax)
     }));
 }
 
 /// Hybrid unit scores with lexical pseudo-relevance feedback, into `sc.row`: a first [`hybrid`] pass, then the
-/// [`FEEDBACK_TERMS`] terms that best characterise its [`FEEDBACK_UNITS`] best units (fewer in a memory of under
-/// 200 units) (each weighted by its score
-/// relative to the best) are added to the query with [`FEEDBACK_WEIGHT`] × the query's own weight in all, and
-/// the units are mixed again. It reaches evidence phrased in the conversation's words rather than the
-/// question's ("activities" → "pottery", "camping"), which is what multi-session questions need. One more BM25
-/// pass over the postings of 20 terms; nothing allocated once the scratch buffers have grown.
+/// [`FEEDBACK_TERMS`] terms that best characterise its [`FEEDBACK_UNITS`] best units (none in a memory of under
+/// [`FEEDBACK_SHARE`] units; each weighted by its score relative to the best) are added to the query with
+/// [`FEEDBACK_WEIGHT`] × the query's own weight in all, and the units are mixed again. It reaches evidence
+/// phrased in the conversation's words rather than the question's ("activities" → "pottery", "camping"), which
+/// is what multi-session questions need. One more BM25 pass over the postings of the added terms; nothing
+/// allocated once the scratch buffers have grown.
 fn feedback(ev: &Evidence, sc: &mut Scratch) {
     row_docs(ev, &mut sc.row_doc);
     mix(ev, &sc.row_doc, ev.lexical_scores, &mut sc.row);
@@ -303,7 +271,7 @@ fn feedback(ev: &Evidence, sc: &mut Scratch) {
     }
     // In a small memory the best units are a large, unfocused share of it: feedback reads at most 1 unit in
     // [`FEEDBACK_SHARE`], so a memory of fewer units has none.
-    let units = (knob("LOCI_FBU", FEEDBACK_UNITS as f32) as usize).min(ev.lexical.len() / FEEDBACK_SHARE);
+    let units = FEEDBACK_UNITS.min(ev.lexical.len() / FEEDBACK_SHARE);
     if units == 0 {
         return;
     }
@@ -326,8 +294,8 @@ fn feedback(ev: &Evidence, sc: &mut Scratch) {
     let query_weight = ev.lexical.query(ev.query).terms().iter().map(|t| t.1 as f32).sum::<f32>().max(1.0);
     ev.lexical.expansion_into(
         &sc.feedback_docs,
-        knob("LOCI_FBT", FEEDBACK_TERMS as f32) as usize,
-        knob("LOCI_FBW", FEEDBACK_WEIGHT) * query_weight,
+        FEEDBACK_TERMS,
+        FEEDBACK_WEIGHT * query_weight,
         &mut sc.term_acc,
         &mut sc.terms,
     );
@@ -363,24 +331,7 @@ fn session_evidence(ev: &Evidence, sc: &mut Scratch) {
         let (_, max) = min_max(sc.session_lexical.iter().copied());
         for ((x, &c), &l) in sc.session.iter_mut().zip(&sc.count).zip(&sc.session_lexical) {
             if c > 0 {
-                *x += knob("LOCI_SLW", SESSION_LEXICAL_WEIGHT) * scale(l, 0.0, max);
-            }
-        }
-    }
-    let beta = knob("LOCI_MEAN", 0.0);
-    if beta != 0.0 {
-        sc.session_scratch.clear();
-        sc.session_scratch.resize(n, 0.0);
-        for (&s, &d) in ev.row_session.iter().zip(ev.dense) {
-            sc.session_scratch[s as usize] += d;
-        }
-        for (x, &c) in sc.session_scratch.iter_mut().zip(&sc.count) {
-            *x = if c > 0 { *x / c as f32 } else { f32::NAN };
-        }
-        let (lo, hi) = min_max(sc.session_scratch.iter().copied().filter(|x| !x.is_nan()));
-        for ((x, &c), &m) in sc.session.iter_mut().zip(&sc.count).zip(&sc.session_scratch) {
-            if c > 0 {
-                *x += beta * scale(m, lo, hi);
+                *x += SESSION_LEXICAL_WEIGHT * scale(l, 0.0, max);
             }
         }
     }
@@ -393,153 +344,35 @@ fn session_evidence(ev: &Evidence, sc: &mut Scratch) {
     }
 }
 
-/// One hop from the best sessions (experimental): the distinctive terms of their best units that the query does
-/// not name lift the other sessions that hold them.
-fn hop(ev: &Evidence, sc: &mut Scratch) {
-    let gamma = knob("LOCI_HOP", 0.0);
-    if gamma == 0.0 || ev.lexical.is_empty() || ev.query.is_empty() || sc.row_doc.len() != sc.row.len() {
-        return;
-    }
-    let n = ev.sessions;
-    let from = knob("LOCI_HOP_FROM", 1.0) as usize;
-    let nterms = knob("LOCI_HOP_TERMS", 5.0) as usize;
-    let rows_per = knob("LOCI_HOP_ROWS", 1.0) as usize;
-    // The `from` best sessions.
-    let mut top: Vec<u32> = (0..n as u32).filter(|&s| sc.count[s as usize] > 0).collect();
-    top.sort_by(|&a, &b| sc.session[b as usize].total_cmp(&sc.session[a as usize]).then(a.cmp(&b)));
-    top.truncate(from);
-    let mut docs: Vec<(usize, f32)> = Vec::new();
-    for &s in &top {
-        let mut best: Vec<(u32, f32)> = vec![(u32::MAX, f32::NEG_INFINITY); rows_per];
-        for (r, (&rs, &x)) in ev.row_session.iter().zip(&sc.row).enumerate() {
-            if rs == s {
-                insert_best(&mut best, r as u32, x);
-            }
-        }
-        for &(r, _) in best.iter().filter(|b| b.0 != u32::MAX) {
-            let d = sc.row_doc[r as usize];
-            if d != u32::MAX && !docs.iter().any(|e| e.0 == d as usize) {
-                docs.push((d as usize, 1.0));
-            }
-        }
-    }
-    let q = ev.lexical.query(ev.query);
-    let mut terms = Vec::new();
-    ev.lexical.expansion_into(&docs, nterms + q.terms().len(), 1.0, &mut sc.term_acc, &mut terms);
-    terms.retain(|t| !q.terms().iter().any(|e| e.0 == t.0));
-    terms.truncate(nterms);
-    let sum: f32 = terms.iter().map(|t| t.1).sum();
-    if terms.is_empty() || !(sum > 0.0) {
-        return;
-    }
-    terms.iter_mut().for_each(|t| t.1 /= sum);
-    let mut unit = vec![0.0f32; ev.lexical.len()];
-    ev.lexical.add_weighted_scores(&terms, &mut unit);
-    let mut per = vec![0.0f32; n];
-    for (d, &x) in unit.iter().enumerate() {
-        let s = ev.lexical.session(d) as usize;
-        if s < n && !top.contains(&(s as u32)) {
-            per[s] = per[s].max(x);
-        }
-    }
-    let (_, max) = min_max(per.iter().copied());
-    for ((x, &c), &h) in sc.session.iter_mut().zip(&sc.count).zip(&per) {
-        if c > 0 {
-            *x += gamma * scale(h, 0.0, max);
-        }
-    }
-}
-
-/// Greedy term coverage (experimental).
-fn cover(ev: &Evidence, sc: &mut Scratch, k: usize) {
-    let lambda = knob("LOCI_COVER", 0.0);
-    if lambda == 0.0 || ev.lexical.is_empty() || ev.query.is_empty() {
-        return;
-    }
-    let n = ev.sessions;
-    let with_fb = knob("LOCI_COVER_FB", 0.0);
-    let mode = knob("LOCI_COVER_MODE", 0.0);
-    let steps = (knob("LOCI_COVER_STEPS", 10.0) as usize).min(k);
-    sc.cover_terms.clear();
-    let q = ev.lexical.query(ev.query);
-    sc.cover_terms.extend(q.terms().iter().map(|&(t, f)| (t, f as f32)));
-    if with_fb > 0.0 {
-        for &(t, w) in &sc.terms {
-            match sc.cover_terms.iter_mut().find(|e| e.0 == t) {
-                Some(e) => e.1 += w * with_fb,
-                None => sc.cover_terms.push((t, w * with_fb)),
-            }
-        }
-    }
-    let nt = sc.cover_terms.len();
-    if nt == 0 {
-        return;
-    }
-    let lexical: &[f32] = if sc.lexical.len() == ev.lexical.len() { &sc.lexical } else { ev.lexical_scores };
-    let (_, lmax) = min_max(lexical.iter().copied());
-    if !(lmax > 0.0) {
-        return;
-    }
-    let unit_share = (1.0 - HYBRID_DENSE_WEIGHT) / lmax;
-    sc.cover.clear();
-    sc.cover.resize(n * nt, 0.0);
-    for (j, &(t, w)) in sc.cover_terms.iter().enumerate() {
-        let cover = &mut sc.cover;
-        ev.lexical.for_each_term_score(t, w, |d, x| {
-            let s = ev.lexical.session(d) as usize;
-            if s < n {
-                let c = &mut cover[s * nt + j];
-                *c = c.max(x * unit_share);
-            }
-        });
-    }
-    if mode == 1.0 {
-        // Normalise each term's coverage by its best session: cover in [0, 1] per term, weighted by the term's
-        // best contribution.
-        for j in 0..nt {
-            let m = (0..n).map(|s| sc.cover[s * nt + j]).fold(0.0f32, f32::max);
-            let _ = m;
-        }
-    }
-    sc.covered.clear();
-    sc.covered.resize(nt, 0.0);
-    sc.picked.clear();
-    sc.picked.resize(n, false);
-    let penalty = |cover: &[f32], covered: &[f32], s: usize| -> f32 {
-        cover[s * nt..(s + 1) * nt].iter().zip(covered).map(|(&c, &d)| c.min(d)).sum::<f32>()
-    };
-    for _ in 0..steps {
-        let mut best: Option<(usize, f32)> = None;
-        for s in 0..n {
-            if sc.picked[s] || sc.count[s] == 0 {
-                continue;
-            }
-            let x = sc.session[s] - lambda * penalty(&sc.cover, &sc.covered, s);
-            if best.map_or(true, |b| x > b.1) {
-                best = Some((s, x));
-            }
-        }
-        let Some((s, x)) = best else { break };
-        sc.picked[s] = true;
-        sc.session[s] = x;
-        for j in 0..nt {
-            sc.covered[j] = sc.covered[j].max(sc.cover[s * nt + j]);
-        }
-    }
-    for s in 0..n {
-        if !sc.picked[s] && sc.count[s] > 0 {
-            sc.session[s] -= lambda * penalty(&sc.cover, &sc.covered, s);
-        }
-    }
-}
-
 /// Pseudo-relevance feedback in [`RecallMethod::Hybrid`]: units read, terms added, and their total weight
-/// relative to the query's (LoCoMo: recall_all@10 +0.5, multi-hop recall_all@10 +1.1; 5–20 units and 10–30
-/// terms are within 0.2 of each other).
-pub const FEEDBACK_UNITS: usize = 10;
-pub const FEEDBACK_TERMS: usize = 20;
+/// relative to the query's. One unit, weighted like the query: a hop from the best exchange to the other sessions
+/// that share its words ("my new Prius broke down" → the session about the old Prius), which is what questions
+/// whose evidence spans sessions need (issue 16; LoCoMo multi-hop recall_all@3 +4.3 over 10 units, 20 terms and
+/// 0.3, with [`COMMON_WORD_SHARE`]; docs/BENCHMARKS.md).
+pub const FEEDBACK_UNITS: usize = 1;
+pub const FEEDBACK_TERMS: usize = 10;
 pub const FEEDBACK_SHARE: usize = 20;
-pub const FEEDBACK_WEIGHT: f32 = 0.3;
+pub const FEEDBACK_WEIGHT: f32 = 1.0;
+
+/// The query the dense side embeds drops the words held by at least this share of the units, once the memory has
+/// [`COMMON_WORD_MIN_UNITS`] units: in a conversation the two people's names are tagged on nearly every unit, so
+/// they say nothing about where the answer is, yet in the query's vector they pull towards every short exchange
+/// that names them ("Hey John! Long time no talk"). BM25 already weighs such words near zero; the lexical query and
+/// the dates keep the full text.
+pub const COMMON_WORD_SHARE: f32 = 0.5;
+pub const COMMON_WORD_MIN_UNITS: usize = 20;
+
+/// The text to embed for `query` (see [`COMMON_WORD_SHARE`]): the query itself unless it names words common to
+/// the memory and something is left without them.
+pub fn dense_query<'q>(query: &'q str, lexical: &Bm25Index) -> std::borrow::Cow<'q, str> {
+    if lexical.len() < COMMON_WORD_MIN_UNITS {
+        return query.into();
+    }
+    match lexical.without_common_words(query, COMMON_WORD_SHARE) {
+        Some(rest) if rest.chars().any(char::is_alphanumeric) => rest.into(),
+        _ => query.into(),
+    }
+}
 
 /// Weight of the session-as-one-document BM25 (scaled to [0, 1]) in a hybrid session score, whose unit part
 /// lies in [0, 1.24].
@@ -708,7 +541,7 @@ mod tests {
         let ev = evidence(&dense, &[0, 1, 2], &[1, 2, 3], &lex, &ls);
         let mut row = Vec::new();
         hybrid(&ev, &mut row);
-        let w = knob("LOCI_DW", HYBRID_DENSE_WEIGHT);
+        let w = HYBRID_DENSE_WEIGHT;
         assert!((row[0] - (w * 0.4 / 0.45 + (1.0 - w))).abs() < 1e-6);
         assert!((row[1] - w).abs() < 1e-6);
         assert_eq!(row[2], 0.0);
