@@ -347,8 +347,8 @@ fn session_evidence(ev: &Evidence, sc: &mut Scratch) {
 /// Pseudo-relevance feedback in [`RecallMethod::Hybrid`]: units read, terms added, and their total weight
 /// relative to the query's. One unit, weighted like the query: a hop from the best exchange to the other sessions
 /// that share its words ("my new Prius broke down" → the session about the old Prius), which is what questions
-/// whose evidence spans sessions need (issue 16; LoCoMo multi-hop recall_all@3 +4.3 over 10 units, 20 terms and
-/// 0.3, with [`COMMON_WORD_SHARE`]; docs/BENCHMARKS.md).
+/// whose evidence spans sessions need (issue 16; LoCoMo multi-hop recall_all@3 25.5 with 10 units, 20 terms and
+/// 0.3; 29.4 with these; 31.6 with [`COMMON_WORD_SHARE`] too; docs/BENCHMARKS.md).
 pub const FEEDBACK_UNITS: usize = 1;
 pub const FEEDBACK_TERMS: usize = 10;
 pub const FEEDBACK_SHARE: usize = 20;
@@ -383,7 +383,7 @@ pub const SESSION_LEXICAL_WEIGHT: f32 = 0.3;
 /// one, every gold session lies inside the named period), but not a filter: the words still decide within it.
 /// 0.6 since the feedback reads one unit at the query's weight (issue 16): that feedback pulls towards the best
 /// unit's words, and at 0.4 the date lost temporal questions (LoCoMo temporal recall_all@3 84.1 at 0.4, 86.3 at
-/// 0.6; 0.5–0.8 are within 0.5 overall).
+/// 0.6; 0.5–0.8 are within 0.2 overall).
 pub const DATE_WEIGHT: f32 = 0.6;
 pub const DATE_SCALE_DAYS: f64 = 7.0;
 
