@@ -554,7 +554,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Err(Error::invalid("`k` must be between 1 and 1000"));
         }
         self.index_lexical(usize::MAX);
-        let q = self.embedder.embed_query(query).await?;
+        // The methods that read the lexical index embed the query without the memory's common words; the dense-only
+        // methods keep paper parity.
+        let dense_query =
+            if options.method.uses_lexical() { recall::dense_query(query, &self.lexical) } else { query.into() };
+        let q = self.embedder.embed_query(&dense_query).await?;
         self.vectors.scores_into(&q, &mut self.scratch);
         self.lexical_scratch.clear();
         if options.method.uses_lexical() {

@@ -273,6 +273,36 @@ impl Bm25Index {
         }
     }
 
+    /// `text` without the words whose term is held by at least `share` of the documents (in a conversation, the
+    /// names of the two people, tagged on nearly every unit); `None` when no word is dropped. Stopwords stay.
+    pub fn without_common_words(&self, text: &str, share: f32) -> Option<String> {
+        if self.docs.is_empty() {
+            return None;
+        }
+        let min_df = (share * self.docs.len() as f32).ceil().max(1.0) as usize;
+        let (mut lower, mut stemmed) = (String::new(), String::new());
+        let mut out = String::new();
+        let mut kept_to = 0;
+        for_each_word(text, |w| {
+            lowercase_into(w, &mut lower);
+            if is_stopword(&lower) {
+                return;
+            }
+            stem_into(&lower, &mut stemmed);
+            if self.vocab.get(stemmed.as_str()).is_some_and(|&t| self.postings[t as usize].len() >= min_df) {
+                // `w` is a slice of `text`: its offset says what to copy before it.
+                let start = w.as_ptr() as usize - text.as_ptr() as usize;
+                out.push_str(&text[kept_to..start]);
+                kept_to = start + w.len();
+            }
+        });
+        if kept_to == 0 {
+            return None;
+        }
+        out.push_str(&text[kept_to..]);
+        Some(out)
+    }
+
     /// Pseudo-relevance feedback: the `n_terms` terms that best characterise `docs` ((document, weight) pairs),
     /// scored Σ weight · tf / len · idf, into `out` best first with weights scaled to sum to `total`. Terms held
     /// by a single document in the index are skipped (names and typos of one exchange do not generalise).
@@ -478,6 +508,25 @@ mod tests {
     #[test]
     fn stopwords_are_sorted_for_binary_search() {
         assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]), "STOPWORDS must stay sorted");
+    }
+
+    #[test]
+    fn common_words_leave_the_query() {
+        let mut lex = Bm25Index::new();
+        for (u, text) in ["[Ana]: pottery class", "[Ben]: [Ana]: car brakes", "[Ana]: hello", "[Ana]: [Ben]: bye"]
+            .into_iter()
+            .enumerate()
+        {
+            lex.insert(u as u32, 0, text);
+        }
+        // "Ana" is in every unit, "Ben" in half of them, "pottery" in one.
+        assert_eq!(
+            lex.without_common_words("What did Ana's pottery look like?", 0.75).as_deref(),
+            Some("What did 's pottery look like?")
+        );
+        assert_eq!(lex.without_common_words("Ben and Ana", 0.5).as_deref(), Some(" and "));
+        assert_eq!(lex.without_common_words("pottery and brakes", 0.5), None);
+        assert_eq!(Bm25Index::new().without_common_words("Ana", 0.5), None);
     }
 
     #[test]
