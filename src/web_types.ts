@@ -88,9 +88,9 @@ export interface EmbedderOptions {
   /** Keep the model and tokenizer in Cache Storage (default true). */
   cache?: boolean;
   /**
-   * onnxruntime-web's CPU threads (1–16). Default: onnxruntime-web's own choice, one thread per two cores (at most
-   * 4). More than one thread needs a cross-origin isolated page (`Cross-Origin-Opener-Policy: same-origin` and
-   * `Cross-Origin-Embedder-Policy: require-corp`); elsewhere onnxruntime-web runs one. Fixed per page at first open.
+   * onnxruntime-web's CPU threads (1–16). Default: one per core, at most 4, in a cross-origin isolated page
+   * (`Cross-Origin-Opener-Policy: same-origin` and `Cross-Origin-Embedder-Policy: require-corp`); elsewhere one, as
+   * threads need isolation. Fixed per page at first open.
    */
   threads?: number;
 }

@@ -67,6 +67,24 @@ pub(super) async fn hardware_webgpu_adapter() -> bool {
     !(fallback || info_fallback)
 }
 
+/// onnxruntime-web's CPU threads when the app does not say: in a cross-origin isolated page, one per core (at most
+/// 4). onnxruntime-web's own default is one per two cores; on an idle 2-core machine two threads ingested 2.0× and
+/// embedded a query 1.6× faster than one (`npm run bench`, docs/BENCHMARKS.md). Elsewhere threads are unavailable:
+/// onnxruntime-web's default (one).
+fn default_threads() -> Option<u32> {
+    let global = js_sys::global();
+    let isolated = Reflect::get(&global, &"crossOriginIsolated".into()).ok().and_then(|v| v.as_bool()).unwrap_or(false);
+    if !isolated {
+        return None;
+    }
+    let cores = Reflect::get(&global, &"navigator".into())
+        .and_then(|n| Reflect::get(&n, &"hardwareConcurrency".into()))
+        .ok()
+        .and_then(|c| c.as_f64())
+        .unwrap_or(1.0);
+    Some((cores as u32).clamp(1, 4))
+}
+
 /// Chooses and creates the runtime. `auto` takes WebGPU only with a hardware adapter and when a parity self-test
 /// against the WASM provider passes (int8 models are wrong or slow on some WebGPU stacks); else WASM.
 pub(super) async fn create_runtime(
@@ -248,7 +266,7 @@ pub(super) async fn open_inner(
     if e.threads.is_some_and(|t| t == 0 || t > 16) {
         return Err(Error::invalid("`threads` must be between 1 and 16"));
     }
-    let dist = OrtDist { base_url: ort_url, wrapper_ext, threads: e.threads };
+    let dist = OrtDist { base_url: ort_url, wrapper_ext, threads: e.threads.or_else(default_threads) };
 
     let release_lock = lock_memory(&opts.name, granted).await?;
     let server = tabs::TabServer::new(&tabs::channel_name(&opts.name));

@@ -158,7 +158,7 @@ pub(super) struct EmbedderOptions {
     pub(super) tokenizer_sha256: Option<Option<String>>,
     /// Keep the model and tokenizer in Cache Storage (default true).
     pub(super) cache: Option<bool>,
-    /// onnxruntime-web's CPU threads (default: its own choice; more than one needs a cross-origin isolated page).
+    /// onnxruntime-web's CPU threads (default: one per core, at most 4, in a cross-origin isolated page; else one).
     pub(super) threads: Option<u32>,
 }
 
