@@ -130,7 +130,7 @@ async fn browser_vectors_match_python_and_native() {
     let reference: Reference = serde_json::from_str(include_str!("fixtures/reference_vectors.json")).unwrap();
     let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
     let model = fetch_bytes("/www/assets/model/model.onnx").await;
-    let dist = loci::embed::OrtDist { base_url: absolute("/www/assets/ort/"), wrapper_ext: "js".into() };
+    let dist = loci::embed::OrtDist { base_url: absolute("/www/assets/ort/"), wrapper_ext: "js".into(), threads: None };
     let (_, env) = loci::embed::web_environment(&dist, loci::embed::WebBuild::Wasm).await.unwrap();
     let runtime = loci::embed::OnnxRuntime::web(&env, &model, loci::embed::Device::Wasm).await.unwrap();
     let config = loci::embed::EmbedConfig { truncate: true, ..Default::default() };

@@ -173,13 +173,15 @@ impl PrunedRecallPlan {
                 let (sessions, query, date) = (&self.sessions, &self.query, &self.question_date);
                 let max_tokens = self.max_tokens;
                 let outcome = match mode {
-                    PruneMode::LlmSpans => qdp_quotes(sessions, query, date, llm, chronological, max_tokens, abort, &count)
-                        .await
-                        .map(|(pruned, reply)| {
-                            counters.prune.record(&reply);
-                            spent.add(&reply);
-                            pruned
-                        }),
+                    PruneMode::LlmSpans => {
+                        qdp_quotes(sessions, query, date, llm, chronological, max_tokens, abort, &count).await.map(
+                            |(pruned, reply)| {
+                                counters.prune.record(&reply);
+                                spent.add(&reply);
+                                pruned
+                            },
+                        )
+                    }
                     _ => qdp(sessions, query, date, llm, chronological, max_tokens, abort, &count).await.map(
                         |(pruned, reply)| {
                             counters.prune.record(&reply);
