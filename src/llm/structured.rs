@@ -26,6 +26,14 @@ pub struct Structured<T> {
     pub repaired: u32,
 }
 
+impl<T> Structured<T> {
+    /// The same cost record around another value (e.g. once the value has been used).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Structured<U> {
+        let Structured { value, calls, usage, latency_ms, truncated, shrunk, cut, repaired } = self;
+        Structured { value: f(value), calls, usage, latency_ms, truncated, shrunk, cut, repaired }
+    }
+}
+
 /// The first complete JSON object in `text`: inside a ```` ```json ```` fence if there is one, else the first `{`
 /// whose braces balance (strings and escapes respected). `None` when no complete object is there (e.g. truncated).
 pub fn extract_json_object(text: &str) -> Option<&str> {

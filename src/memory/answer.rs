@@ -170,26 +170,20 @@ impl PrunedRecallPlan {
             (PruneMode::None, _) => prune::none(&self.sessions, chronological, &count),
             (PruneMode::Extractive, _) => prune::extractive(&self.sessions, &self.extractive, chronological, &count),
             (mode @ (PruneMode::Llm | PruneMode::LlmSpans), Some(llm)) => {
-                let (sessions, query, date) = (&self.sessions, &self.query, &self.question_date);
-                let max_tokens = self.max_tokens;
-                let outcome = match mode {
-                    PruneMode::LlmSpans => {
-                        qdp_quotes(sessions, query, date, llm, chronological, max_tokens, abort, &count).await.map(
-                            |(pruned, reply)| {
-                                counters.prune.record(&reply);
-                                spent.add(&reply);
-                                pruned
-                            },
-                        )
-                    }
-                    _ => qdp(sessions, query, date, llm, chronological, max_tokens, abort, &count).await.map(
-                        |(pruned, reply)| {
-                            counters.prune.record(&reply);
-                            spent.add(&reply);
-                            pruned
-                        },
-                    ),
+                let ask = QdpAsk {
+                    mode,
+                    sessions: &self.sessions,
+                    question: &self.query,
+                    question_date: &self.question_date,
+                    chronological,
+                    max_tokens: self.max_tokens,
+                    abort,
                 };
+                let outcome = qdp(&ask, llm, &count).await.map(|(pruned, reply)| {
+                    counters.prune.record(&reply);
+                    spent.add(&reply);
+                    pruned
+                });
                 match outcome {
                     Ok(pruned) => {
                         if pruned.sessions.is_empty() && !self.sessions.is_empty() {
@@ -230,67 +224,52 @@ impl PrunedRecallPlan {
     }
 }
 
+/// What a QDP call is asked: `mode` [`PruneMode::Llm`] (the model lists the ids of the lines to keep) or
+/// [`PruneMode::LlmSpans`] (it copies them word for word), about `sessions`, for `question` asked on
+/// `question_date` (shown as given, e.g. `2023-07-01 10:00 UTC`).
+pub struct QdpAsk<'a> {
+    pub mode: PruneMode,
+    pub sessions: &'a [PruneSession],
+    pub question: &'a str,
+    pub question_date: &'a str,
+    pub chronological: bool,
+    /// The reply's output cap (default: one fit for the shape and the number of lines).
+    pub max_tokens: Option<u32>,
+    pub abort: Option<AbortSignal>,
+}
+
 /// QDP with the user's LLM: the sessions under their dates, the question, and the reply's kept lines rendered in
-/// their original wording. `question_date` is shown as given (e.g. `2023-07-01 10:00 UTC`).
-#[allow(clippy::too_many_arguments)]
-pub async fn qdp(
-    sessions: &[PruneSession],
-    question: &str,
-    question_date: &str,
-    llm: &dyn Llm,
-    chronological: bool,
-    max_tokens: Option<u32>,
-    abort: Option<AbortSignal>,
-    count: &dyn Fn(&str) -> usize,
-) -> Result<(Pruned, Structured<QdpReply>)> {
-    let shape = QdpShape {
-        mode: PruneMode::Llm,
-        schema: prompts::qdp_schema(),
-        prompt: prompts::qdp,
-        // The reply lists line ids (~6 tokens each).
-        tokens_per_line: 8,
-    };
-    let ask = QdpAsk { sessions, question, question_date, chronological, max_tokens, abort };
-    qdp_shaped(&ask, &shape, llm, count, |order, reply: &QdpReply| prune::kept_from_reply(sessions, order, reply)).await
-}
-
-/// [`qdp`] asking for word-for-word quotes rather than line ids (`prune: "llm-spans"`).
-#[allow(clippy::too_many_arguments)]
-pub async fn qdp_quotes(
-    sessions: &[PruneSession],
-    question: &str,
-    question_date: &str,
-    llm: &dyn Llm,
-    chronological: bool,
-    max_tokens: Option<u32>,
-    abort: Option<AbortSignal>,
-    count: &dyn Fn(&str) -> usize,
-) -> Result<(Pruned, Structured<QdpQuotesReply>)> {
-    let shape = QdpShape {
-        mode: PruneMode::LlmSpans,
-        schema: prompts::qdp_quotes_schema(),
-        prompt: prompts::qdp_quotes,
-        // The reply copies whole lines.
-        tokens_per_line: 40,
-    };
-    let ask = QdpAsk { sessions, question, question_date, chronological, max_tokens, abort };
-    qdp_shaped(&ask, &shape, llm, count, |_, reply: &QdpQuotesReply| prune::kept_from_quotes(sessions, &reply.quotes))
-        .await
-}
-
-/// What a QDP call is asked about.
-struct QdpAsk<'a> {
-    sessions: &'a [PruneSession],
-    question: &'a str,
-    question_date: &'a str,
-    chronological: bool,
-    max_tokens: Option<u32>,
-    abort: Option<AbortSignal>,
+/// their original wording; what the call cost.
+pub async fn qdp(ask: &QdpAsk<'_>, llm: &dyn Llm, count: &dyn Fn(&str) -> usize) -> Result<(Pruned, Structured<()>)> {
+    let sessions = ask.sessions;
+    match ask.mode {
+        PruneMode::LlmSpans => {
+            let shape = QdpShape {
+                schema: prompts::qdp_quotes_schema(),
+                prompt: prompts::qdp_quotes,
+                // The reply copies whole lines.
+                tokens_per_line: 40,
+            };
+            let kept = |_: &[usize], reply: &QdpQuotesReply| prune::kept_from_quotes(sessions, &reply.quotes);
+            let (pruned, reply) = qdp_shaped(ask, &shape, llm, count, kept).await?;
+            Ok((pruned, reply.map(drop)))
+        }
+        _ => {
+            let shape = QdpShape {
+                schema: prompts::qdp_schema(),
+                prompt: prompts::qdp,
+                // The reply lists line ids (~6 tokens each).
+                tokens_per_line: 8,
+            };
+            let kept = |order: &[usize], reply: &QdpReply| prune::kept_from_reply(sessions, order, reply);
+            let (pruned, reply) = qdp_shaped(ask, &shape, llm, count, kept).await?;
+            Ok((pruned, reply.map(drop)))
+        }
+    }
 }
 
 /// The shape of a QDP reply: its schema, its prompt, and the output it needs per line of memory.
 struct QdpShape {
-    mode: PruneMode,
     schema: JsonSchema,
     prompt: fn(&[QdpSession], &str, &str) -> Vec<ChatMessage>,
     tokens_per_line: u32,
@@ -327,7 +306,7 @@ async fn qdp_shaped<T: serde::de::DeserializeOwned>(
     let kept = kept_of(&order, &reply.value);
     let (context, sessions_kept) = prune::render(sessions, &kept, ask.chronological);
     let tokens = count(&context);
-    Ok((Pruned { mode: shape.mode, sessions: sessions_kept, context, tokens, unpruned_tokens }, reply))
+    Ok((Pruned { mode: ask.mode, sessions: sessions_kept, context, tokens, unpruned_tokens }, reply))
 }
 
 /// What the answer reads from the memory: a pruned-recall plan, or a fixed context (distilled recall).
@@ -604,6 +583,11 @@ mod tests {
         PruneSession { id: id.into(), rank, time, date: format!("day {time}"), turns, units }
     }
 
+    /// A chronological QDP request with the default output cap.
+    fn ask<'a>(mode: PruneMode, sessions: &'a [PruneSession], question: &'a str, date: &'a str) -> QdpAsk<'a> {
+        QdpAsk { mode, sessions, question, question_date: date, chronological: true, max_tokens: None, abort: None }
+    }
+
     fn two() -> Vec<PruneSession> {
         vec![
             session("late", 1, 2.0, &["one two", "three four", "five six", "seven eight", "nine ten", "x y"]),
@@ -619,7 +603,7 @@ mod tests {
                 Ok("```json\n{\"keep\": [\"1.2\", \"2.5\", \"9.1\", \"x\", \"2.99\"]}\n```".to_string()),
             ]);
         let (p, reply) =
-            pollster::block_on(qdp(&sessions, "what?", "2023-07-01", &llm, true, None, None, &words)).unwrap();
+            pollster::block_on(qdp(&ask(PruneMode::Llm, &sessions, "what?", "2023-07-01"), &llm, &words)).unwrap();
         assert_eq!(reply.calls, 1);
         // Chronological: label 1 = "early", label 2 = "late".
         assert_eq!(p.sessions.len(), 2);
@@ -642,7 +626,7 @@ mod tests {
                 .to_string(),
         )]);
         let (p, reply) =
-            pollster::block_on(qdp_quotes(&sessions, "what?", "2023-07-01", &llm, true, None, None, &words)).unwrap();
+            pollster::block_on(qdp(&ask(PruneMode::LlmSpans, &sessions, "what?", "2023-07-01"), &llm, &words)).unwrap();
         assert_eq!(reply.calls, 1);
         assert_eq!(p.mode, PruneMode::LlmSpans);
         let kept: Vec<(&str, Vec<usize>)> = p.sessions.iter().map(|s| (s.id.as_str(), s.kept.clone())).collect();
@@ -655,7 +639,8 @@ mod tests {
     #[test]
     fn a_qdp_that_keeps_nothing_gives_an_empty_context() {
         let llm = ScriptedLlm::new([Ok("{\"keep\": []}".to_string())]);
-        let (p, _) = pollster::block_on(qdp(&two(), "q", "d", &llm, true, None, None, &words)).unwrap();
+        let sessions = two();
+        let (p, _) = pollster::block_on(qdp(&ask(PruneMode::Llm, &sessions, "q", "d"), &llm, &words)).unwrap();
         assert!(p.sessions.is_empty() && p.context.is_empty());
     }
 }
