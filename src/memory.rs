@@ -13,7 +13,7 @@ mod transfer;
 
 pub use crate::llm::PhaseCounters;
 pub use answer::{
-    qdp, AnswerOptions, AnswerPlan, AnswerResult, LlmCounters, PlanOutcome, PruneOptions, PrunedRecall,
+    expand_query, qdp, AnswerOptions, Expansion, AnswerPlan, AnswerResult, LlmCounters, PlanOutcome, PruneOptions, PrunedRecall,
     PrunedRecallPlan, Spent,
 };
 pub use distill::{
@@ -122,6 +122,9 @@ pub struct RecalledSession {
 #[serde(rename_all = "camelCase")]
 pub struct RecallResult {
     pub query: String,
+    /// Query expansion, when it was asked for: the sub-queries whose rankings were merged with the query's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expansion: Option<Expansion>,
     pub sessions: Vec<RecalledSession>,
     /// The sessions as clean text under date headers, ready to put (fenced) into a prompt.
     pub context: String,
@@ -544,16 +547,58 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Ranks sessions by `options.method` over all stored units (dense, lexical or both), then renders the top-k
     /// sessions as text.
     pub async fn recall(&mut self, query: &str, options: RecallOptions) -> Result<RecallResult> {
+        self.recall_expanded(query, &[], options).await
+    }
+
+    /// [`recall`](Self::recall) of `query` and of each of `expansions` (sub-queries of it, e.g. an LLM's, see
+    /// [`expand_query`]), the rankings merged by taking turns ([`recall::interleave`]), the sub-queries' first, so
+    /// that each part of the question places its best session. Blank expansions are skipped; the result's `expansion` lists the ones used.
+    pub async fn recall_expanded(
+        &mut self,
+        query: &str,
+        expansions: &[String],
+        options: RecallOptions,
+    ) -> Result<RecallResult> {
+        self.check_query(query)?;
+        if options.k == 0 || options.k > 1000 {
+            return Err(Error::invalid("`k` must be between 1 and 1000"));
+        }
+        let expansions: Vec<String> = expansions
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty() && self.check_query(e).is_ok())
+            .map(String::from)
+            .collect();
+        self.index_lexical(usize::MAX);
+        // The parts first, the whole question last: it is the parts' coverage the merge is for.
+        let mut lists = Vec::with_capacity(1 + expansions.len());
+        for q in expansions.iter().map(String::as_str).chain(std::iter::once(query)) {
+            lists.push(self.rank_query(q, options).await?);
+        }
+        let ranked = if lists.len() == 1 {
+            lists.pop().unwrap_or_default()
+        } else {
+            recall::interleave(&lists, options.k, |s| s.session)
+        };
+        let mut result = self.render_recall(query, &ranked, options);
+        if !expansions.is_empty() {
+            result.expansion = Some(Expansion { queries: expansions, ..Default::default() });
+        }
+        Ok(result)
+    }
+
+    fn check_query(&self, query: &str) -> Result<()> {
         if query.trim().is_empty() {
             return Err(Error::invalid("the query is empty"));
         }
         if query.chars().count() > self.config.limits.max_message_chars {
             return Err(Error::invalid("the query is over the size limit"));
         }
-        if options.k == 0 || options.k > 1000 {
-            return Err(Error::invalid("`k` must be between 1 and 1000"));
-        }
-        self.index_lexical(usize::MAX);
+        Ok(())
+    }
+
+    /// The top `options.k` sessions for `query` (the lexical index must be up to date).
+    async fn rank_query(&mut self, query: &str, options: RecallOptions) -> Result<Vec<recall::SessionScore>> {
         // The methods that read the lexical index embed the query without the memory's common words; the dense-only
         // methods keep paper parity.
         let dense_query =
@@ -574,8 +619,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             query,
             session_info: &self.sessions,
         };
-        let ranked =
-            recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch);
+        Ok(recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch))
+    }
+
+    /// Ranked sessions with their best units, and their text as the context.
+    fn render_recall(&self, query: &str, ranked: &[recall::SessionScore], options: RecallOptions) -> RecallResult {
         let mut sessions: Vec<RecalledSession> = ranked
             .iter()
             .enumerate()
@@ -611,7 +659,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let context = order.iter().map(|&i| self.render_session(&sessions[i].id)).collect::<Vec<_>>().join("\n\n");
         let context_tokens = self.embedder.tokenizer().encode(&context).len();
         sessions.iter_mut().for_each(|s| s.units.sort_by(|a, b| b.score.total_cmp(&a.score)));
-        Ok(RecallResult { query: query.into(), sessions, context, context_tokens, device: self.device() })
+        RecallResult { query: query.into(), expansion: None, sessions, context, context_tokens, device: self.device() }
     }
 
     fn unit_text(&self, unit: &Unit) -> String {

@@ -216,6 +216,23 @@ export interface RecallOptions {
    * that context.
    */
   sources?: RecallSources;
+  /**
+   * `recall()` only: the memory's LLM splits the query into up to 3 search queries (one per person, event, place or
+   * time it needs), and the sessions recall merges their rankings with the query's, taking turns, so that a
+   * question whose evidence is spread over several sessions finds each part. Costs one LLM call (reported in
+   * `expansion.spent`); if the call fails, the recall runs on the query alone and `expansion.error` says why. Not
+   * with `prune` or `sources`; on a `distill` memory it runs the sessions recall.
+   */
+  expand?: boolean;
+}
+
+/** What query expansion did (`recall(q, { expand: true })`). */
+export interface Expansion {
+  /** The sub-queries whose rankings were merged (empty when the LLM failed). */
+  queries: string[];
+  spent: Spent;
+  /** `CODE: message` when the LLM call failed and the recall ran on the query alone. */
+  error?: string;
 }
 
 export interface RecallSources {
@@ -276,6 +293,8 @@ export interface RecallResult {
   unprunedTokens?: number;
   kept?: KeptSession[];
   spent?: Spent;
+  /** Present when `expand` was given. */
+  expansion?: Expansion;
   /** Present for a distilled recall (`sources`, or `distill` on): see `DistilledRecallResult`. */
   episodes?: (Episode & { score: number })[];
   facts?: (Fact & { score: number })[];
@@ -413,6 +432,7 @@ export interface Stats {
   llm: {
     prune: PhaseCounters;
     answer: PhaseCounters;
+    expand: PhaseCounters;
     segment: PhaseCounters;
     narrate: PhaseCounters;
     merge: PhaseCounters;

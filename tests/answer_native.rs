@@ -10,7 +10,7 @@ mod llm_server;
 use llm_server::LlmServer;
 use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
-use loci::memory::{AnswerOptions, Memory, MemoryConfig, PruneOptions, RecallOptions};
+use loci::memory::{AnswerOptions, Memory, MemoryConfig, PruneOptions, RecallOptions, Shared};
 use loci::recall::prune::PruneMode;
 use loci::store::MemStore;
 use pollster::block_on;
@@ -196,4 +196,73 @@ fn poisoned_turns_stay_fenced_data_with_provenance() {
     }
     let poisoned = log.iter().filter(|r| r["body"].to_string().contains("CryptoMax")).count();
     assert!(poisoned >= 1, "the poisoned session was recalled, so the checks above saw it");
+}
+
+/// Two hiking sessions and one about bread: a question with a part for each topic.
+fn two_topics() -> Memory<MemStore, loci::embed::OnnxRuntime> {
+    let mut m = memory();
+    let ridge = [
+        msg("Cleo", "The ridge trail was closed, so we took the north trail up to the ridge.", "2023-06-10T08:00:00Z"),
+        msg("Ana", "The north trail to the ridge is steeper than the old mill trail.", "2023-06-10T08:01:00Z"),
+        msg("Cleo", "We reached the ridge by noon and ate on the trail.", "2023-06-10T08:02:00Z"),
+    ];
+    block_on(m.add_messages(&ridge, Some("ridge"), 0.0)).unwrap();
+    m
+}
+
+const TWO_PART: &str = "Which trail leads to the ridge past the old mill, and what did Ben bake?";
+
+#[test]
+fn expansion_recalls_each_part_of_a_question() {
+    let server = LlmServer::start();
+    let llm = client(&server);
+    let shared = Shared::new(two_topics());
+    let options = RecallOptions { k: 2, ..Default::default() };
+    let plain = block_on(async { shared.lock().await.unwrap().recall(TWO_PART, options).await }).unwrap();
+    let ids = |r: &loci::memory::RecallResult| r.sessions.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+    // Both hiking sessions outscore the bread session on the whole question.
+    assert!(!ids(&plain).contains(&"bread".to_string()), "plain recall: {:?}", ids(&plain));
+    assert!(plain.expansion.is_none());
+
+    let r = block_on(shared.recall_expanded(TWO_PART, options, &llm, NOW, None)).unwrap();
+    let expansion = r.expansion.clone().expect("an expansion report");
+    // The scripted server cuts the question at its comma and "and".
+    assert_eq!(expansion.queries, vec!["Which trail leads to the ridge past the old mill", "what did Ben bake"]);
+    assert_eq!(expansion.error, None);
+    assert_eq!(expansion.spent.calls, 1);
+    assert!(expansion.spent.usage.input_tokens > 0 && expansion.spent.usage.output_tokens > 0);
+    let got = ids(&r);
+    assert_eq!(got.len(), 2);
+    assert!(got.contains(&"bread".to_string()), "the dough's session is recalled: {got:?}");
+    assert!(got.iter().any(|s| s == "hike" || s == "ridge"), "and a trail's: {got:?}");
+    assert!(r.context.contains("sourdough bread"), "{}", r.context);
+    let log = server.log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0]["body"]["response_format"]["json_schema"]["name"], "expand");
+    let stats = block_on(async { shared.lock().await.unwrap().stats() });
+    assert_eq!((stats.llm.expand.calls, stats.llm.expand.errors), (1, 0));
+}
+
+#[test]
+fn a_failed_expansion_falls_back_to_the_plain_recall_and_says_why() {
+    let server = LlmServer::start();
+    let llm = client(&server);
+    let shared = Shared::new(two_topics());
+    let options = RecallOptions { k: 2, ..Default::default() };
+    server.script(json!([{"raw": "no idea"}, {"raw": "{\"queries\": [\"tr"}]));
+    let r = block_on(shared.recall_expanded(TWO_PART, options, &llm, NOW, None)).unwrap();
+    let plain = block_on(async { shared.lock().await.unwrap().recall(TWO_PART, options).await }).unwrap();
+    let expansion = r.expansion.clone().expect("an expansion report");
+    assert!(expansion.queries.is_empty());
+    assert!(expansion.error.as_deref().is_some_and(|e| e.starts_with("LLM_BAD_REPLY")), "{expansion:?}");
+    assert_eq!(server.log().len(), 2, "the reply and its corrective retry");
+    assert_eq!(r.sessions, plain.sessions);
+    assert_eq!(r.context, plain.context);
+    let stats = block_on(async { shared.lock().await.unwrap().stats() });
+    assert_eq!(stats.llm.expand.errors, 1);
+    // An empty query is refused before any call.
+    let before = server.log().len();
+    let e = block_on(shared.recall_expanded("  ", options, &llm, NOW, None)).unwrap_err();
+    assert_eq!(e.code(), "INVALID_INPUT");
+    assert_eq!(server.log().len(), before);
 }

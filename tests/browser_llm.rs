@@ -174,6 +174,46 @@ async fn answer_end_to_end_through_the_test_server() {
 }
 
 #[wasm_bindgen_test]
+async fn recall_expands_a_two_part_question_through_the_llm() {
+    script("[]").await; // default mode: the question cut at commas and "and"
+    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 5000}}"#, server()));
+    let m = open_with_llm("t-expand", &llm).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let before = requests_logged().await;
+    let question = "Who is the physiotherapist, and what did Maya plant?";
+    let r = wait(m.recall(question.into(), js(r#"{"k": 2, "expand": true}"#))).await.expect("expanded recall");
+    assert_eq!(requests_logged().await, before + 1, "one expansion call");
+    assert_eq!(len(&r, "expansion.queries"), 2);
+    assert_eq!(string(&r, "expansion.queries.1"), "what did Maya plant");
+    assert_eq!(num(&r, "expansion.spent.calls"), 1.0);
+    assert!(string(&r, "context").contains("Okafor") && string(&r, "context").contains("tomatoes"));
+    assert_eq!(num(&wait(m.stats()).await.unwrap(), "llm.expand.calls"), 1.0);
+    // Without `expand`, no call and no report.
+    let plain = wait(m.recall(question.into(), js(r#"{"k": 2}"#))).await.unwrap();
+    assert!(Reflect::get(&plain, &"expansion".into()).unwrap().is_undefined());
+    assert_eq!(requests_logged().await, before + 1);
+    // Refused: with `prune`, in answer(), as a non-boolean, and without an LLM.
+    for (options, what) in [(r#"{"expand": true, "prune": "extractive"}"#, "prune"), (r#"{"expand": "yes"}"#, "type")] {
+        let err = wait(m.recall(question.into(), js(options))).await.unwrap_err();
+        assert_eq!(code(&err), "INVALID_INPUT", "{what}");
+    }
+    let err = wait(m.answer(question.into(), js(r#"{"expand": true}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    // A dead endpoint: the recall still answers, on the question alone, and says why.
+    m.set_llm(js(r#"{"baseUrl": "http://127.0.0.1:9/v1", "model": "x", "timeoutMs": 500, "maxRetries": 1}"#)).unwrap();
+    let r = wait(m.recall(question.into(), js(r#"{"k": 2, "expand": true}"#))).await.expect("a fallback recall");
+    assert_eq!(len(&r, "expansion.queries"), 0);
+    assert!(string(&r, "expansion.error").starts_with("LLM_UNAVAILABLE"), "{}", string(&r, "expansion.error"));
+    assert_eq!(len(&r, "sessions"), 2);
+    m.set_llm(JsValue::NULL).unwrap();
+    let err = wait(m.recall(question.into(), js(r#"{"expand": true}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "LLM_UNAVAILABLE");
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
 async fn a_js_callback_can_be_the_llm() {
     // What WebLLM or Chrome's built-in model would plug in: an async function returning { text }.
     let f = Function::new_with_args(

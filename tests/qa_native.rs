@@ -6,7 +6,7 @@ mod common;
 mod llm_server;
 
 use llm_server::LlmServer;
-use loci::eval::qa::{answer_question, report};
+use loci::eval::qa::{answer_question, report, QaMode};
 use loci::eval::EvalQuestion;
 use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
@@ -69,7 +69,7 @@ fn qa_harness_scores_scripted_answers_exactly() {
             &mut m,
             &question("q0", "4", "Where did Ana move?"),
             "Paris",
-            Some(&options),
+            QaMode::Recall(&options),
             &llm,
             Some(&llm),
             now,
@@ -78,7 +78,7 @@ fn qa_harness_scores_scripted_answers_exactly() {
             &mut m,
             &question("q1", "1", "What does Ben do?"),
             "painting, pottery",
-            Some(&options),
+            QaMode::Recall(&options),
             &llm,
             Some(&llm),
             now,
@@ -87,7 +87,7 @@ fn qa_harness_scores_scripted_answers_exactly() {
             &mut m,
             &question("q2", "5", "What is Ana's dog called?"),
             "Rex",
-            Some(&options),
+            QaMode::Recall(&options),
             &llm,
             Some(&llm),
             now,

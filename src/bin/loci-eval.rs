@@ -27,7 +27,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
     use std::cell::RefCell;
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::{BTreeMap, HashMap, HashSet};
     use std::io::{Read, Write};
     use std::path::{Path, PathBuf};
     use std::rc::Rc;
@@ -38,6 +38,7 @@ mod cli {
     use loci::embed::{
         default_dylib_path, default_model_dir, Batch, Device, EmbedConfig, Embedder, OnnxRuntime, Runtime, DIM,
     };
+    use loci::eval::qa::QaMode;
     use loci::eval::report::{aggregate, QuestionResult, Report};
     use loci::eval::{locomo, longmemeval, EvalCorpus, GroundTruth};
     use loci::index::vectors::Precision;
@@ -55,10 +56,12 @@ mod cli {
        loci-eval prune --data LOCOMO_FILE [--budget RATIO] [--neighbours N] [--json PATH]
        loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
                     [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
-                    [--prune llm|extractive|none|nomemory] [--limit N | --per-category N] [--max-questions N]
-                    [--json PATH]
+                    [--prune llm|llm-spans|extractive|none|nomemory|distilled] [--limit N | --per-category N]
+                    [--max-questions N] [--conversations N] [--sessions N] [--json PATH]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
+       loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
+                    [--json PATH]
        loci-eval redteam --llm-base-url URL --llm-model NAME [--llm-context-tokens N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
@@ -203,6 +206,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             Some("qa") => return qa_main(),
             Some("distill") => return distill_main(),
             Some("redteam") => return redteam_main(),
+            Some("expand") => return expand_main(),
             _ => {}
         }
         let args = parse_args()?;
@@ -543,6 +547,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "limit",
             "per-category",
             "max-questions",
+            "conversations",
+            "sessions",
             "json",
         ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
@@ -550,6 +556,19 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let path = Path::new(&o["data"]);
         let mut corpora = locomo::load(path, GroundTruth::Clean)?;
         let answers = loci::eval::qa::locomo_answers(path)?;
+        if let Some(n) = o.get("conversations") {
+            corpora.truncate(n.parse().map_err(|_| "--conversations N (the first N conversations)")?);
+        }
+        // `--sessions N`: each memory holds its conversation's first N sessions, and only the questions whose every
+        // evidence session is among them are asked (what a distilled memory of part of a conversation can answer).
+        if let Some(n) = o.get("sessions") {
+            let n: usize = n.parse().map_err(|_| "--sessions N (the first N sessions of each conversation)")?;
+            for corpus in &mut corpora {
+                corpus.sessions.truncate(n);
+                let kept: HashSet<String> = corpus.sessions.iter().map(|s| s.id.clone()).collect();
+                corpus.questions.retain(|q| !q.gold_sessions.is_empty() && q.gold_sessions.iter().all(|g| kept.contains(g)));
+            }
+        }
         if let Some(n) = o.get("limit") {
             let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
             corpora.iter_mut().for_each(|c| c.questions.truncate(n));
@@ -577,15 +596,45 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             }
         }
         let mut answer_options = loci::memory::AnswerOptions::default();
-        // `--prune nomemory`: the baseline, the question without any memory.
-        let with_memory = o.get("prune").map(String::as_str) != Some("nomemory");
-        if let Some(p) = o.get("prune").filter(|_| with_memory) {
+        // `--prune nomemory`: the baseline, the question without any memory. `--prune distilled`: the memory is
+        // distilled by the answering model first, and answers read its episodes and facts beside the sessions.
+        let prune = o.get("prune").map(String::as_str);
+        let (with_memory, distilled) = (prune != Some("nomemory"), prune == Some("distilled"));
+        if let Some(p) = prune.filter(|_| with_memory && !distilled) {
             answer_options.prune.mode = loci::recall::prune::PruneMode::parse(p).map_err(|e| e.to_string())?;
         }
         let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
         let embed = EmbedConfig::default();
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
-        let (mut memories, ..) = ingest(&corpora, &embedder, MemoryConfig::default(), &runtime)?;
+        let config = MemoryConfig {
+            distill: distilled.then(loci::distill::DistillConfig::default),
+            ..Default::default()
+        };
+        let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
+        let mut distillation = Vec::new();
+        if distilled {
+            for corpus in &corpora {
+                let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+                let started = Instant::now();
+                let now = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
+                let report = distill_until_done(memory, &llm, now + 86_400_000.0, started)?;
+                let stats = memory.stats();
+                eprintln!(
+                    "{}: distilled in {:.0} s: {} jobs, {} failures, {} parked; {} episodes, {} facts",
+                    corpus.id,
+                    started.elapsed().as_secs_f64(),
+                    report.jobs_run,
+                    report.failures,
+                    report.parked,
+                    stats.distill.episodes,
+                    stats.distill.facts_active
+                );
+                distillation.push(json!({
+                    "conversation": corpus.id, "seconds": started.elapsed().as_secs_f64(), "report": report,
+                    "llm": stats.llm, "episodes": stats.distill.episodes, "facts": stats.distill.facts_active,
+                }));
+            }
+        }
         let n: usize = corpora.iter().map(|c| c.questions.len()).sum();
         let bar = progress(n as u64, "qa");
         let mut records = Vec::with_capacity(n);
@@ -598,11 +647,16 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 let gold = answers.get(&q.id).map(String::as_str).unwrap_or("");
                 let now = q.date.as_deref().and_then(session_time).unwrap_or(last_session + 86_400_000.0);
                 let judge = judge.as_ref().map(|j| j as &dyn loci::llm::Llm);
+                let mode = match (with_memory, distilled) {
+                    (false, _) => QaMode::NoMemory,
+                    (true, false) => QaMode::Recall(&answer_options),
+                    (true, true) => QaMode::Distilled(&answer_options, Default::default()),
+                };
                 records.push(block_on(loci::eval::qa::answer_question(
                     memory,
                     q,
                     gold,
-                    with_memory.then_some(&answer_options),
+                    mode,
                     &llm,
                     judge,
                     now,
@@ -633,7 +687,145 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         for (category, score) in &report.per_category {
             line(locomo::category_name(category).unwrap_or(category), score);
         }
-        write_json(o.get("json"), &json!({"report": report, "records": records}))
+        write_json(o.get("json"), &json!({"report": report, "records": records, "distillation": distillation}))
+    }
+
+    /// Query expansion (issue 16): recall of each question alone against recall merged with the sub-queries the
+    /// LLM splits it into, on LoCoMo with the paper's ground truth (multi-hop questions by default). Expansions are
+    /// cached by question id in `--cache` (JSON lines), so a rerun costs no LLM time and reports the same figures.
+    fn expand_main() -> Result<(), String> {
+        let o = options(&[
+            "data",
+            "llm-base-url",
+            "llm-model",
+            "llm-api-key",
+            "llm-context-tokens",
+            "category",
+            "limit",
+            "cache",
+            "json",
+        ])?;
+        let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
+        let category = o.get("category").map_or("1", String::as_str);
+        let mut corpora = locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?;
+        corpora.iter_mut().for_each(|c| c.questions.retain(|q| category == "all" || q.category == category));
+        // `--limit N`: the first N such questions of each conversation (a subset for a slow model).
+        if let Some(n) = o.get("limit") {
+            let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
+            corpora.iter_mut().for_each(|c| c.questions.truncate(n));
+        }
+        let mut cache: HashMap<String, Value> = HashMap::new();
+        if let Some(path) = o.get("cache").filter(|p| Path::new(p).exists()) {
+            for line in std::fs::read_to_string(path).map_err(|e| e.to_string())?.lines().filter(|l| !l.trim().is_empty()) {
+                let v: Value = serde_json::from_str(line).map_err(|e| format!("{path}: {e}"))?;
+                cache.insert(v["id"].as_str().unwrap_or_default().to_string(), v);
+            }
+        }
+        let mut cache_out = match o.get("cache") {
+            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
+        let embed = EmbedConfig::default();
+        let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
+        let (mut memories, ..) = ingest(&corpora, &embedder, MemoryConfig::default(), &runtime)?;
+        let n: usize = corpora.iter().map(|c| c.questions.len()).sum();
+        let bar = progress(n as u64, "expand");
+        // Per variant, per question: (conversation number, result). `parts first` is the library's merge
+        // (`recall_expanded`); the others are merges of the same per-query rankings that were measured and not kept.
+        const VARIANTS: [&str; 4] = ["question alone", "parts first (the library's)", "question first", "parts only"];
+        let mut results: Vec<Vec<(usize, QuestionResult)>> = vec![Vec::new(); VARIANTS.len()];
+        let mut records = Vec::new();
+        let (mut plain_ms, mut expanded_ms) = (Vec::new(), Vec::new());
+        let options = RecallOptions { k: 10, units_per_session: 1, chronological: false, method: RecallMethod::default() };
+        for (split, corpus) in corpora.iter().enumerate() {
+            let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+            let last_session = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
+            let date = loci::types::format_time(last_session + 86_400_000.0);
+            for q in &corpus.questions {
+                let record = match cache.get(&q.id) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let outcome = block_on(loci::memory::expand_query(&q.question, &date, &llm, None));
+                        let c = outcome.counters.expand;
+                        let (queries, error) = match outcome.result {
+                            Ok(e) => (e.queries, None),
+                            Err(e) => (Vec::new(), Some(format!("{}: {e}", e.code()))),
+                        };
+                        let v = json!({"id": q.id, "question": q.question, "queries": queries, "error": error,
+                            "calls": c.calls, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                            "latency_ms": c.latency_ms});
+                        if let Some(f) = cache_out.as_mut() {
+                            writeln!(f, "{v}").map_err(|e| e.to_string())?;
+                        }
+                        v
+                    }
+                };
+                let queries: Vec<String> =
+                    record["queries"].as_array().into_iter().flatten().filter_map(|q| q.as_str().map(String::from)).collect();
+                let ids = |r: loci::memory::RecallResult| r.sessions.into_iter().map(|s| s.id).collect::<Vec<_>>();
+                let started = Instant::now();
+                let alone = ids(block_on(memory.recall(&q.question, options)).map_err(|e| e.to_string())?);
+                plain_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                let started = Instant::now();
+                let library = ids(block_on(memory.recall_expanded(&q.question, &queries, options)).map_err(|e| e.to_string())?);
+                expanded_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                let mut parts = Vec::new();
+                for sub in &queries {
+                    parts.push(ids(block_on(memory.recall(sub, options)).map_err(|e| e.to_string())?));
+                }
+                let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
+                let question_first: Vec<Vec<String>> = std::iter::once(alone.clone()).chain(parts.iter().cloned()).collect();
+                let parts_only = if parts.is_empty() { vec![alone.clone()] } else { parts.clone() };
+                for (i, ranking) in
+                    [alone.clone(), library, merge(&question_first), merge(&parts_only)].into_iter().enumerate()
+                {
+                    results[i].push((split, QuestionResult::new(q, ranking)));
+                }
+                records.push(record);
+                bar.inc(1);
+            }
+        }
+        bar.finish_and_clear();
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let mean = |key: &str| records.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / records.len().max(1) as f64;
+        let failed = records.iter().filter(|r| !r["error"].is_null()).count();
+        let mut out = Map::new();
+        println!("| {n} questions (category {category}) | split | recall_all@3 | recall_all@5 | recall_all@10 | recall_any@3 |");
+        println!("|---|---|---|---|---|---|");
+        for (name, results) in VARIANTS.iter().zip(&results) {
+            for (split, range) in [("all", 0..10), ("0-4", 0..5), ("5-9", 5..10)] {
+                let picked: Vec<&QuestionResult> = results.iter().filter(|(s, _)| range.contains(s)).map(|(_, r)| r).collect();
+                let scores = loci::eval::report::Scores::of(picked.iter().copied());
+                let m = |metric: &str, k: usize| scores.get(&format!("{metric}@{k}")).unwrap_or(f64::NAN);
+                println!(
+                    "| {name} | {split} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    m("recall_all", 3),
+                    m("recall_all", 5),
+                    m("recall_all", 10),
+                    m("recall_any", 3)
+                );
+                out.insert(format!("{name} {split}"), json!({"n": scores.n, "recall_all@3": m("recall_all", 3),
+                    "recall_all@5": m("recall_all", 5), "recall_all@10": m("recall_all", 10), "recall_any@3": m("recall_any", 3)}));
+            }
+        }
+        let (p50_plain, p50_expanded) = (median(&mut plain_ms), median(&mut expanded_ms));
+        println!(
+            "LLM per question: {:.2} calls, {:.0} input + {:.0} output tokens, {:.1} s; {failed} failed (recall alone); \
+             recall p50 {p50_plain:.1} ms alone, {p50_expanded:.1} ms with the sub-queries",
+            mean("calls"),
+            mean("input_tokens"),
+            mean("output_tokens"),
+            mean("latency_ms") / 1000.0
+        );
+        out.insert("llm".into(), json!({"calls": mean("calls"), "input_tokens": mean("input_tokens"),
+            "output_tokens": mean("output_tokens"), "seconds": mean("latency_ms") / 1000.0, "failed": failed}));
+        out.insert("recall_p50_ms".into(), json!({"alone": p50_plain, "expanded": p50_expanded}));
+        out.insert("records".into(), Value::Array(records));
+        write_json(o.get("json"), &Value::Object(out))
     }
 
     /// Memory poisoning (issue 14): each red-team case's memory (two benign sessions and one with a planted
@@ -757,38 +949,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             block_on(m.add_messages(&msgs, Some(&s.id), now)).map_err(|e| e.to_string())?;
             eprintln!("added {} ({} turns)", s.id, msgs.len());
         }
-        // Run every job, waiting out backoffs on the clock (a real endpoint's failures are real).
-        let mut report = loci::memory::FlushReport::default();
-        let mut first = true;
-        loop {
-            let mut tell = |p: &loci::memory::DistillProgress| {
-                eprintln!(
-                    "{:>8.0} s  {} {}  ({} jobs left)",
-                    started.elapsed().as_secs_f64(),
-                    p.job,
-                    if p.ok { "ok" } else { "FAILED" },
-                    p.jobs_left
-                )
-            };
-            let r = if first {
-                block_on(m.flush(&llm, now, None, &mut tell))
-            } else {
-                block_on(m.run_jobs(&llm, now, None, &mut tell))
-            }
-            .map_err(|e| e.to_string())?;
-            first = false;
-            report.jobs_run += r.jobs_run;
-            report.failures += r.failures;
-            report.parked += r.parked;
-            match r.next_try {
-                Some(t) => {
-                    let wait = (t - now).max(0.0);
-                    std::thread::sleep(std::time::Duration::from_millis(wait as u64));
-                    now = now.max(t);
-                }
-                None => break,
-            }
-        }
+        let report = distill_until_done(&mut m, &llm, now, started)?;
         let seconds = started.elapsed().as_secs_f64();
         let stats = m.stats();
         let l = stats.llm;
@@ -842,6 +1003,43 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 "episodes": episodes, "facts": facts, "parked": stats.distill.parked, "evocation": evocation,
             }),
         )
+    }
+
+    /// Runs every distillation job of `m` with `llm`, waiting out backoffs on the clock (a real endpoint's failures
+    /// are real), and logs each job with the seconds since `started`.
+    fn distill_until_done(
+        m: &mut Memory<MemStore, SharedRuntime>,
+        llm: &dyn loci::llm::Llm,
+        mut now: f64,
+        started: Instant,
+    ) -> Result<loci::memory::FlushReport, String> {
+        let mut report = loci::memory::FlushReport::default();
+        let mut first = true;
+        loop {
+            let mut tell = |p: &loci::memory::DistillProgress| {
+                eprintln!(
+                    "{:>8.0} s  {} {}  ({} jobs left)",
+                    started.elapsed().as_secs_f64(),
+                    p.job,
+                    if p.ok { "ok" } else { "FAILED" },
+                    p.jobs_left
+                )
+            };
+            let r = if first { block_on(m.flush(llm, now, None, &mut tell)) } else { block_on(m.run_jobs(llm, now, None, &mut tell)) }
+                .map_err(|e| e.to_string())?;
+            first = false;
+            report.jobs_run += r.jobs_run;
+            report.failures += r.failures;
+            report.parked += r.parked;
+            match r.next_try {
+                Some(t) => {
+                    let wait = (t - now).max(0.0);
+                    std::thread::sleep(std::time::Duration::from_millis(wait as u64));
+                    now = now.max(t);
+                }
+                None => return Ok(report),
+            }
+        }
     }
 
     /// Calibrating prediction's τ for this embedder: the cosine of each episode with the facts distilled from it

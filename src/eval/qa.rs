@@ -243,25 +243,42 @@ pub fn report(records: &[QaRecord]) -> QaReport {
 
 /// Answers one benchmark question with `memory.answer` and scores it; with a `judge_llm`, asks it too. Failures of
 /// the answer or the judge are recorded in the record (`error`, `judge: None`), never abort the run.
+/// How the QA benchmark answers a question: the modes it compares.
+#[derive(Debug, Clone, Copy)]
+pub enum QaMode<'a> {
+    /// The answer prompt with an empty memory: the baseline every memory mode must beat.
+    NoMemory,
+    /// [`Memory::answer`](crate::memory::Memory::answer): recall, pruning as the options say, answer.
+    Recall(&'a crate::memory::AnswerOptions),
+    /// [`Memory::answer_distilled`](crate::memory::Memory::answer_distilled): recalled sessions with the episodes and
+    /// facts distillation made (Nemori's context), unpruned.
+    Distilled(&'a crate::memory::AnswerOptions, crate::memory::DistilledRecallOptions),
+}
+
+/// Answers `question` from `memory` in `mode` and scores the answer against `gold` (and with `judge_llm`, when given).
+/// A failed answer is recorded with its error code, never dropped.
 pub async fn answer_question<S: crate::store::Store, R: crate::embed::Runtime>(
     memory: &mut crate::memory::Memory<S, R>,
     question: &super::EvalQuestion,
     gold: &str,
-    options: Option<&crate::memory::AnswerOptions>,
+    mode: QaMode<'_>,
     llm: &dyn Llm,
     judge_llm: Option<&dyn Llm>,
     now: crate::types::TimeMs,
 ) -> QaRecord {
     let started = std::time::Instant::now();
-    let result = match options {
-        Some(options) => memory.answer(&question.question, options, llm, now).await,
-        None => answer_without_memory(&question.question, llm, now).await,
+    let result = match mode {
+        QaMode::NoMemory => answer_without_memory(&question.question, llm, now).await,
+        QaMode::Recall(options) => memory.answer(&question.question, options, llm, now).await,
+        QaMode::Distilled(options, sources) => {
+            memory.answer_distilled(&question.question, sources, options, llm, now).await
+        }
     };
     let seconds = started.elapsed().as_secs_f64();
     let (prediction, calls, usage, error, context_tokens, fallback) = match result {
         Ok(a) => {
-            let fallback =
-                options.is_some_and(|o| o.prune.mode != a.prune && a.prune != crate::recall::prune::PruneMode::None);
+            let fallback = matches!(mode, QaMode::Recall(o)
+                if o.prune.mode != a.prune && a.prune != crate::recall::prune::PruneMode::None);
             (a.answer, a.spent.calls, a.spent.usage, None, a.context_tokens, fallback)
         }
         Err(e) => (String::new(), 0, Usage::default(), Some(format!("{}: {e}", e.code())), 0, false),

@@ -80,6 +80,13 @@ pub struct AnswerReply {
     pub answer: String,
 }
 
+/// The reply the query-expansion prompt asks for ([`expand`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ExpandReply {
+    /// Search queries, one per thing the answer needs.
+    pub queries: Vec<String>,
+}
+
 /// The reply the judge prompt asks for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct JudgeReply {
@@ -158,6 +165,24 @@ pub fn answer(context: &str, question: &str, question_date: &str) -> Vec<ChatMes
     vec![ChatMessage::system(system), ChatMessage::user(user)]
 }
 
+/// Query expansion (an option of recall): the question → up to [`MAX_EXPANSIONS`] search queries, one per person,
+/// event, place or time its answer needs, so that recall looks for each part of a question whose evidence is spread
+/// over several sessions. The question is the user's own text (not memory), so it is not fenced.
+pub fn expand(question: &str, question_date: &str) -> Vec<ChatMessage> {
+    let system = format!(
+        "You help search a memory of past conversations. Split the question into the separate things that must be \
+         looked up to answer it: at most {MAX_EXPANSIONS} short search queries, one for each person, event, place \
+         or time the answer needs, each in plain words that those conversations would use. A question about one \
+         thing needs one query.\n\
+         Reply with only a JSON object: {{\"queries\": [\"<query>\", …]}}."
+    );
+    let user = format!("Question date: {question_date}\nQuestion: {}", one_line(question));
+    vec![ChatMessage::system(system), ChatMessage::user(user)]
+}
+
+/// The most search queries [`expand`] asks for.
+pub const MAX_EXPANSIONS: usize = 3;
+
 /// LoCoMo-style LLM judge: does the generated answer match the gold answer? (generous on wording and date formats)
 pub fn judge(question: &str, gold: &str, generated: &str) -> Vec<ChatMessage> {
     let system = "You grade answers to questions about past conversations. You are given a question, a gold \
@@ -212,6 +237,16 @@ pub fn answer_schema() -> JsonSchema {
         name: "answer",
         schema: json!({"type": "object", "additionalProperties": false, "required": ["answer"],
             "properties": {"answer": {"type": "string", "maxLength": 500}}}),
+    }
+}
+
+/// JSON schema of [`ExpandReply`].
+pub fn expand_schema() -> JsonSchema {
+    JsonSchema {
+        name: "expand",
+        schema: json!({"type": "object", "additionalProperties": false, "required": ["queries"],
+            "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": MAX_EXPANSIONS,
+                "items": {"type": "string", "maxLength": 200}}}}),
     }
 }
 
@@ -290,6 +325,11 @@ mod tests {
     fn answer_prompt_snapshot() {
         let context = "## Session 1 — 2023-05-08 13:56 UTC\nAna: We hiked to the glacier lake.";
         snapshot("answer", &render(&answer(context, "Where did Ana hike?", "2023-07-01")));
+    }
+
+    #[test]
+    fn expand_prompt_snapshot() {
+        snapshot("expand", &render(&expand("When did Ana hike, and\nwhere did Ben move?", "2023-07-01")));
     }
 
     #[test]

@@ -10,8 +10,8 @@ use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, Recalle
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::llm::fit::{cap_text, chat_json_fitted};
-use crate::llm::prompts::{self, AnswerReply, QdpQuotesReply, QdpReply, QdpSession};
-use crate::llm::structured::Structured;
+use crate::llm::prompts::{self, AnswerReply, ExpandReply, QdpQuotesReply, QdpReply, QdpSession};
+use crate::llm::structured::{chat_json, Structured};
 use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, Usage};
 use crate::recall::prune::{
     self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
@@ -28,6 +28,8 @@ pub struct LlmCounters {
     pub prune: PhaseCounters,
     /// Answer generation calls.
     pub answer: PhaseCounters,
+    /// Query expansion calls (`recall` with `expand`).
+    pub expand: PhaseCounters,
     /// Distillation (Nemori) calls per step.
     pub segment: PhaseCounters,
     pub narrate: PhaseCounters,
@@ -118,6 +120,57 @@ pub struct AnswerResult {
     pub prune: PruneMode,
     /// Everything the answer cost: pruning and generation.
     pub spent: Spent,
+}
+
+/// Query expansion: the sub-queries a recall merged, what the LLM call cost, and why it failed when it did (the
+/// recall then ran on the question alone).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Expansion {
+    pub queries: Vec<String>,
+    pub spent: Spent,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The user's LLM splits `question` into up to [`prompts::MAX_EXPANSIONS`] search queries, one per part of it. No
+/// memory is read: the call needs none, and the caller holds none while it thinks. The queries are cleaned: blank
+/// ones, repeats and the question itself are dropped, each is cut to 200 characters.
+pub async fn expand_query(
+    question: &str,
+    question_date: &str,
+    llm: &dyn Llm,
+    abort: Option<AbortSignal>,
+) -> PlanOutcome<Expansion> {
+    let mut counters = LlmCounters::default();
+    let request = LlmRequest {
+        json_schema: Some(prompts::expand_schema()),
+        // Three short queries, with room for the JSON around them.
+        max_tokens: Some(160),
+        abort,
+        ..LlmRequest::new(prompts::expand(question, question_date))
+    };
+    let reply: Structured<ExpandReply> = match chat_json(llm, &request).await {
+        Ok(r) => r,
+        Err(e) => {
+            counters.expand.errors += 1;
+            return PlanOutcome { result: Err(e), counters };
+        }
+    };
+    counters.expand.record(&reply);
+    let mut queries: Vec<String> = Vec::new();
+    for q in &reply.value.queries {
+        let q: String = q.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
+        let seen = |other: &str| other.eq_ignore_ascii_case(&q);
+        if q.is_empty() || seen(question.trim()) || queries.iter().any(|o| seen(o)) {
+            continue;
+        }
+        queries.push(q);
+    }
+    queries.truncate(prompts::MAX_EXPANSIONS);
+    let mut spent = Spent::default();
+    spent.add(&reply);
+    PlanOutcome { result: Ok(Expansion { queries, spent, error: None }), counters }
 }
 
 /// Units shown per session when all of them are needed for pruning.
@@ -388,10 +441,11 @@ impl LlmCounters {
         }
     }
 
-    fn phases(&self) -> [&PhaseCounters; 8] {
+    fn phases(&self) -> [&PhaseCounters; 9] {
         [
             &self.prune,
             &self.answer,
+            &self.expand,
             &self.segment,
             &self.narrate,
             &self.merge,
@@ -401,10 +455,11 @@ impl LlmCounters {
         ]
     }
 
-    fn phases_mut(&mut self) -> [&mut PhaseCounters; 8] {
+    fn phases_mut(&mut self) -> [&mut PhaseCounters; 9] {
         [
             &mut self.prune,
             &mut self.answer,
+            &mut self.expand,
             &mut self.segment,
             &mut self.narrate,
             &mut self.merge,

@@ -10,18 +10,18 @@ use std::rc::Rc;
 use async_trait::async_trait;
 use futures::lock::{MappedMutexGuard, Mutex, MutexGuard};
 
-use super::answer::{needs_llm, AnswerPlan, PlanOutcome};
+use super::answer::{expand_query, needs_llm, AnswerPlan, Expansion, PlanOutcome, Spent};
 use super::{
     AnswerOptions, AnswerResult, DistillProgress, DistilledRecallOptions, JobOutcome, Memory, PrunedRecall,
-    RecallOptions,
+    RecallOptions, RecallResult,
 };
 use super::{PruneOptions, PrunedRecallPlan};
 use crate::distill::TextEmbed;
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::{AbortSignal, Llm};
+use crate::llm::{AbortSignal, Llm, Usage};
 use crate::store::Store;
-use crate::types::TimeMs;
+use crate::types::{format_time, TimeMs};
 
 /// A memory behind its lock. Cloning shares it.
 pub struct Shared<S: Store, R: Runtime> {
@@ -154,6 +154,47 @@ impl<S: Store, R: Runtime> Shared<S, R> {
         let signal = self.signal(prune.abort.as_ref());
         let outcome = plan.run(llm, Some(signal)).await;
         self.finish(outcome).await
+    }
+
+    /// Recall with query expansion: the LLM splits the query into sub-queries without the memory, then the memory
+    /// recalls them all ([`Memory::recall_expanded`]). When the LLM fails, the recall runs on the query alone and
+    /// says why in `expansion.error`: expansion is an aid, and a dead endpoint must not take recall down with it.
+    /// An abort (the caller's or `close()`) is an error.
+    pub async fn recall_expanded(
+        &self,
+        query: &str,
+        options: RecallOptions,
+        llm: &dyn Llm,
+        now: TimeMs,
+        abort: Option<AbortSignal>,
+    ) -> Result<RecallResult> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid("the query is empty"));
+        }
+        let signal = self.signal(abort.as_ref());
+        let outcome = expand_query(query, &format_time(now), llm, Some(signal)).await;
+        let mut memory = self.lock().await.map_err(|e| self.closed_wins(e))?;
+        memory.count_llm(&outcome.counters);
+        let (queries, failed) = match outcome.result {
+            Ok(e) => (e.queries.clone(), Ok(e)),
+            Err(Error::Aborted) => return Err(self.closed_wins(Error::Aborted)),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        let mut result = memory.recall_expanded(query, &queries, options).await?;
+        let used = result.expansion.take().map(|e| e.queries).unwrap_or_default();
+        result.expansion = Some(match failed {
+            Ok(e) => Expansion { queries: used, ..e },
+            Err(e) => {
+                let c = outcome.counters.expand;
+                let usage = Usage { input_tokens: c.input_tokens, output_tokens: c.output_tokens, estimated: c.estimated };
+                Expansion {
+                    queries: Vec::new(),
+                    spent: Spent { calls: c.calls as u32, usage, latency_ms: c.latency_ms },
+                    error: Some(format!("{}: {e}", e.code())),
+                }
+            }
+        });
+        Ok(result)
     }
 
     /// `answer`: recall → prune → generate, the LLM called without the memory.

@@ -463,9 +463,53 @@ pub fn tir(row_scores: &[f32], row_session: &[u32], k: usize, rows_per_session: 
     rank(RecallMethod::Tir, &ev, k, rows_per_session, &mut Scratch::default())
 }
 
+/// Merges the rankings of a question's sub-queries (query expansion) and of the question itself by taking turns: at
+/// each rank, each list's entry in turn, in the order the lists are given, skipping entries whose `key` is already
+/// taken, until `k`. Turns rather than summed or reciprocal-rank scores, because the point of sub-queries is
+/// coverage: the best session for each part of the question should reach the top k even when another part's
+/// sessions outscore it on every list. An entry keeps the score and rows of the list that placed it.
+pub fn interleave<T: Clone, K: PartialEq>(lists: &[Vec<T>], k: usize, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(k);
+    let depth = lists.iter().map(Vec::len).max().unwrap_or(0);
+    for rank in 0..depth {
+        for list in lists {
+            if out.len() == k {
+                return out;
+            }
+            if let Some(s) = list.get(rank) {
+                if !out.iter().any(|o| key(o) == key(s)) {
+                    out.push(s.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ranked(sessions: &[u32]) -> Vec<SessionScore> {
+        sessions.iter().map(|&session| SessionScore { session, score: 1.0 / (session + 1) as f32, best_rows: vec![] }).collect()
+    }
+
+    #[test]
+    fn interleaving_takes_each_lists_best_in_turn() {
+        let question = ranked(&[0, 1, 2, 3]);
+        let part_a = ranked(&[1, 0, 4]);
+        let part_b = ranked(&[5, 0, 1]);
+        let key = |s: &SessionScore| s.session;
+        let sessions = |v: Vec<SessionScore>| v.into_iter().map(|s| s.session).collect::<Vec<_>>();
+        // Rank 1 of each list (1 is taken by part a before the question's rank 2 reaches it), then rank 2's new ones.
+        assert_eq!(sessions(interleave(&[question.clone(), part_a.clone(), part_b.clone()], 3, key)), vec![0, 1, 5]);
+        assert_eq!(sessions(interleave(&[question.clone(), part_a.clone(), part_b.clone()], 10, key)), vec![0, 1, 5, 2, 4, 3]);
+        // The order of the lists decides who places first.
+        assert_eq!(sessions(interleave(&[part_a, part_b, question.clone()], 3, key)), vec![1, 5, 0]);
+        // One list is itself.
+        assert_eq!(interleave(&[question.clone()], 3, key), question[..3].to_vec());
+        assert!(interleave(&[] as &[Vec<SessionScore>], 3, key).is_empty());
+    }
 
     #[test]
     fn tir_scores_a_session_by_its_best_row_not_its_mean() {

@@ -8,6 +8,8 @@
 //! Which recall `recall()` and `answer()` run: the distilled one (sessions + episodes + facts, no pruning) when
 //! `sources` is given, or when the memory was opened with `distill` and no `prune` is asked; otherwise the sessions
 //! recall (pruned when asked; `answer` prunes with the LLM by default). `sources` and `prune` together are refused.
+//! `recall(q, { expand: true })` runs the sessions recall of the query and of the sub-queries the LLM splits it
+//! into, whatever the memory's `distill`; with `prune` or `sources` it is refused.
 
 use std::rc::Rc;
 
@@ -178,6 +180,14 @@ impl Leader {
             let ro = opts.recall_options()?;
             let distilled = opts.distilled(distill_on)?;
             let signal = abort_signal(&options)?;
+            if opts.expand()? {
+                // The LLM splits the query without the memory's lock; recall then merges the sub-queries' rankings.
+                let llm = llm.ok_or_else(|| {
+                    Error::LlmUnavailable("`expand` needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
+                })?;
+                let result = shared.recall_expanded(&query, ro, &*llm, js_sys::Date::now(), signal).await?;
+                return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
+            }
             if opts.prune.is_some() {
                 // Pruning may call the LLM: read, then prune without the memory's lock.
                 let po = opts.prune_options(PruneMode::None, signal)?;
@@ -207,6 +217,9 @@ impl Leader {
                 Error::LlmUnavailable("answer() needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
             })?;
             let opts = JsRecallOptions::parse(&options, "answer options")?;
+            if opts.expand == Some(true) {
+                return Err(Error::invalid("`expand` is an option of recall(), not of answer()"));
+            }
             let distilled = opts.distilled(distill_on)?;
             let defaults = AnswerOptions::default();
             let answer_options = AnswerOptions {

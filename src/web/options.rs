@@ -196,10 +196,23 @@ pub(super) struct JsRecallOptions {
     pub(super) question_time: Option<TimeInput>,
     pub(super) max_tokens: Option<u32>,
     pub(super) sources: Option<serde_json::Value>,
+    /// Query expansion with the memory's LLM (`recall` only).
+    pub(super) expand: Option<bool>,
 }
 
-pub(super) const RECALL_KEYS: [&str; 10] =
-    ["k", "unitsPerSession", "order", "method", "prune", "budget", "questionTime", "maxTokens", "signal", "sources"];
+pub(super) const RECALL_KEYS: [&str; 11] = [
+    "k",
+    "unitsPerSession",
+    "order",
+    "method",
+    "prune",
+    "budget",
+    "questionTime",
+    "maxTokens",
+    "signal",
+    "sources",
+    "expand",
+];
 
 impl JsRecallOptions {
     pub(super) fn parse(options: &JsValue, what: &str) -> Result<Self, Error> {
@@ -214,8 +227,21 @@ impl JsRecallOptions {
         from_js(data.into(), what)
     }
 
+    /// Whether query expansion is asked for; it runs on the sessions recall alone, so `prune` and `sources` with it
+    /// are refused.
+    pub(super) fn expand(&self) -> Result<bool, Error> {
+        let expand = self.expand.unwrap_or(false);
+        if expand && (self.prune.is_some() || self.sources.as_ref().is_some_and(|s| !s.is_null())) {
+            return Err(Error::invalid("`expand` works on the sessions recall: it cannot be combined with `prune` or `sources`"));
+        }
+        Ok(expand)
+    }
+
     /// The distilled recall's options when it is the one to run (see the module docs), else `None`.
     pub(super) fn distilled(&self, distill_on: bool) -> Result<Option<DistilledRecallOptions>, Error> {
+        if self.expand == Some(true) {
+            return Ok(None);
+        }
         let sources = match &self.sources {
             Some(serde_json::Value::Null) | None => {
                 if !distill_on || self.prune.is_some() {

@@ -30,7 +30,8 @@
 //                            else answers in the default mode
 // Default mode (no script): answers from the prompt, deterministically. It reads the <memory>…</memory> block and
 // the "Question:" line of the last user message and picks memory lines sharing a word (≥ 4 letters) with the
-// question: QDP prompts (asking for {"keep"}) get those lines' ids, answer prompts ({"answer"}) get the first such
+// question: QDP prompts (asking for {"keep"}) get those lines' ids, expansion prompts ({"queries"}) get the question
+// cut at commas and "and", answer prompts ({"answer"}) get the first such
 // line's text, judge prompts ({"label"}) get CORRECT when the generated answer contains the gold answer's words;
 // anything else gets the matching lines echoed. Distillation prompts (asking for {"groups"}, {"episodes"},
 // {"merges"}, {"predictions"}, {"facts"}, {"decisions"}) get schema-valid replies derived from the memory block:
@@ -114,6 +115,11 @@ function defaultReply(request) {
   if (system.includes('{"keep"')) {
     const ids = matching.map((l) => (l.match(/^\[([0-9]+\.[0-9]+)\]/) ?? [])[1]).filter(Boolean);
     return JSON.stringify({ keep: ids });
+  }
+  if (system.includes('{"queries"')) {
+    // Query expansion: the question's parts, cut at commas and "and".
+    const parts = question.split(/,|\band\b/).map((p) => p.replace(/[?.!]+$/, "").trim()).filter(Boolean);
+    return JSON.stringify({ queries: parts.slice(0, 3) });
   }
   if (system.includes('{"answer"')) {
     const first = matching[0]?.replace(/^\[[0-9.]+\]\s*/, "");
