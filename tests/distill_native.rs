@@ -214,4 +214,31 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
     assert_eq!((r.episodes.len(), r.facts.len().min(20)), (10, r.facts.len()));
     assert!(r.context.contains("### Facts\n- (2023-") && r.context.contains("### Episode: "), "{}", &r.context[..400]);
     assert!(r.context.contains("### Session session_"), "TIR sessions included");
+
+    // Sessions ranked through the distilled memory: each scored by its best episode or fact, so the session of the
+    // best-scoring one leads with its score, and every ranked session holds a turn of some episode or fact.
+    let q = "When did Caroline go to the LGBTQ support group?";
+    let through = block_on(m.sessions_through_distilled(q)).unwrap();
+    let (episode, fact) = (&r.episodes[0], &r.facts[0]);
+    let (score, turns) = if episode.score >= fact.score {
+        (episode.score, m.episodes().iter().find(|e| e.id == episode.item.id).unwrap().turn_ids.clone())
+    } else {
+        (fact.score, fact.item.turn_ids.clone())
+    };
+    let best_sessions: Vec<String> = turns.iter().map(|t| session_of(&m, *t)).collect();
+    assert!(best_sessions.contains(&through[0].0), "{:?} vs {best_sessions:?}", through[0]);
+    assert!((through[0].1 - score).abs() < 1e-5, "{} vs {score}", through[0].1);
+    assert!(through.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+    let pointed: std::collections::HashSet<String> = m
+        .episodes()
+        .iter()
+        .flat_map(|e| e.turn_ids.clone())
+        .chain(m.facts(false).iter().flat_map(|f| f.turn_ids.clone()))
+        .map(|t| session_of(&m, t))
+        .collect();
+    assert_eq!(through.len(), pointed.len());
+}
+
+fn session_of(m: &Mem, turn: u64) -> String {
+    m.sessions().iter().find(|s| m.session_turns(&s.id).iter().any(|t| t.id == turn)).map(|s| s.id.clone()).unwrap()
 }

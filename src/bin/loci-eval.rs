@@ -62,6 +62,8 @@ mod cli {
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
        loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
                     [--json PATH]
+       loci-eval bridge --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--conversations N] [--sessions N]
+                    [--json PATH]
        loci-eval redteam --llm-base-url URL --llm-model NAME [--llm-context-tokens N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
@@ -207,6 +209,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             Some("distill") => return distill_main(),
             Some("redteam") => return redteam_main(),
             Some("expand") => return expand_main(),
+            Some("bridge") => return bridge_main(),
             _ => {}
         }
         let args = parse_args()?;
@@ -825,6 +828,91 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "output_tokens": mean("output_tokens"), "seconds": mean("latency_ms") / 1000.0, "failed": failed}));
         out.insert("recall_p50_ms".into(), json!({"alone": p50_plain, "expanded": p50_expanded}));
         out.insert("records".into(), Value::Array(records));
+        write_json(o.get("json"), &Value::Object(out))
+    }
+
+    /// Distilled memory as a bridge (issue 16): each conversation is distilled by the LLM (the scripted server or a
+    /// real model), then its questions are ranked by the default recall, by the sessions its episodes and facts
+    /// point to ([`Memory::sessions_through_distilled`]), and by the two merged in turns, on the paper's ground truth.
+    fn bridge_main() -> Result<(), String> {
+        let o = options(&["data", "llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "conversations", "sessions", "json"])?;
+        let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
+        let mut corpora = locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?;
+        corpora.truncate(o.get("conversations").map_or(Ok(1), |n| n.parse()).map_err(|_| "--conversations N")?);
+        if let Some(n) = o.get("sessions") {
+            let n: usize = n.parse().map_err(|_| "--sessions N")?;
+            for corpus in &mut corpora {
+                corpus.sessions.truncate(n);
+                let kept: HashSet<String> = corpus.sessions.iter().map(|s| s.id.clone()).collect();
+                corpus.questions.retain(|q| !q.gold_sessions.is_empty() && q.gold_sessions.iter().all(|g| kept.contains(g)));
+            }
+        }
+        let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
+        let embed = EmbedConfig::default();
+        let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
+        let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
+        let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
+        const VARIANTS: [&str; 4] = ["default recall", "through the distilled memory", "default, then distilled", "distilled, then default"];
+        let mut results: Vec<Vec<QuestionResult>> = vec![Vec::new(); VARIANTS.len()];
+        let mut distilled = Vec::new();
+        let options = RecallOptions { k: 10, units_per_session: 1, chronological: false, method: RecallMethod::default() };
+        for corpus in &corpora {
+            let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+            let started = Instant::now();
+            let now = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
+            let report = distill_until_done(memory, &llm, now + 86_400_000.0, started)?;
+            let stats = memory.stats();
+            eprintln!(
+                "{}: distilled in {:.0} s ({} jobs, {} parked): {} episodes, {} facts",
+                corpus.id,
+                started.elapsed().as_secs_f64(),
+                report.jobs_run,
+                report.parked,
+                stats.distill.episodes,
+                stats.distill.facts_active
+            );
+            distilled.push(json!({"conversation": corpus.id, "episodes": stats.distill.episodes,
+                "facts": stats.distill.facts_active, "parked": report.parked}));
+            for q in &corpus.questions {
+                let alone: Vec<String> = block_on(memory.recall(&q.question, options))
+                    .map_err(|e| e.to_string())?
+                    .sessions
+                    .into_iter()
+                    .map(|s| s.id)
+                    .collect();
+                let bridge: Vec<String> = block_on(memory.sessions_through_distilled(&q.question))
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|(s, _)| s)
+                    .take(10)
+                    .collect();
+                let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
+                let rankings =
+                    [alone.clone(), bridge.clone(), merge(&[alone.clone(), bridge.clone()]), merge(&[bridge, alone])];
+                for (i, ranking) in rankings.into_iter().enumerate() {
+                    results[i].push(QuestionResult::new(q, ranking));
+                }
+            }
+        }
+        let mut out = Map::new();
+        println!("| variant | questions | recall_all@3 | recall_all@5 | recall_all@10 | recall_any@3 |");
+        println!("|---|---|---|---|---|---|");
+        for (name, rs) in VARIANTS.iter().zip(&results) {
+            for (group, category) in [("all", None), ("multi-hop", Some("1"))] {
+                let scores = loci::eval::report::Scores::of(rs.iter().filter(|r| category.is_none_or(|c| r.category == c)));
+                let m = |metric: &str, k: usize| scores.get(&format!("{metric}@{k}")).unwrap_or(f64::NAN);
+                println!(
+                    "| {name} | {group} ({}) | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    scores.n,
+                    m("recall_all", 3),
+                    m("recall_all", 5),
+                    m("recall_all", 10),
+                    m("recall_any", 3)
+                );
+                out.insert(format!("{name} {group}"), json!(scores));
+            }
+        }
+        out.insert("distilled".into(), Value::Array(distilled));
         write_json(o.get("json"), &Value::Object(out))
     }
 

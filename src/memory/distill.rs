@@ -481,6 +481,26 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
     }
 
+    /// Sessions ranked through the distilled memory (issue 16's "bridge"): each episode and active fact is scored
+    /// by its cosine with the query, and a session takes the best score of the episodes and facts whose turns it
+    /// holds (TIR's max, one level up). Best first, ties by id; sessions nothing distilled points to are left out.
+    pub async fn sessions_through_distilled(&mut self, query: &str) -> Result<Vec<(String, f32)>> {
+        let q = self.embedder.embed_query(query).await?;
+        let mut best: FxHashMap<&str, f32> = FxHashMap::default();
+        let sources = self.distill.episodes.values().map(|e| (&e.vector, &e.turn_ids));
+        let facts = self.distill.active_facts().map(|f| (&f.vector, &f.turn_ids));
+        for (vector, turn_ids) in sources.chain(facts) {
+            let score = cosine(&q, vector);
+            for session in turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.session.as_str()) {
+                let b = best.entry(session).or_insert(f32::NEG_INFINITY);
+                *b = b.max(score);
+            }
+        }
+        let mut ranked: Vec<(String, f32)> = best.into_iter().map(|(s, score)| (s.to_string(), score)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(ranked)
+    }
+
     /// Episodes, oldest first (without vectors).
     pub fn episodes(&self) -> Vec<Episode> {
         let mut out: Vec<Episode> =
