@@ -13,8 +13,8 @@ mod transfer;
 
 pub use crate::llm::PhaseCounters;
 pub use answer::{
-    expand_query, qdp, AnswerOptions, Expansion, AnswerPlan, AnswerResult, LlmCounters, PlanOutcome, PruneOptions, PrunedRecall,
-    PrunedRecallPlan, Spent,
+    expand_query, qdp, AnswerOptions, AnswerPlan, AnswerResult, Expansion, LlmCounters, PlanOutcome, PruneOptions,
+    PrunedRecall, PrunedRecallPlan, Spent,
 };
 pub use distill::{
     DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, JobOutcome, JobTicket,

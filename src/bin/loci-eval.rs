@@ -565,12 +565,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         // `--sessions N`: each memory holds its conversation's first N sessions, and only the questions whose every
         // evidence session is among them are asked (what a distilled memory of part of a conversation can answer).
         if let Some(n) = o.get("sessions") {
-            let n: usize = n.parse().map_err(|_| "--sessions N (the first N sessions of each conversation)")?;
-            for corpus in &mut corpora {
-                corpus.sessions.truncate(n);
-                let kept: HashSet<String> = corpus.sessions.iter().map(|s| s.id.clone()).collect();
-                corpus.questions.retain(|q| !q.gold_sessions.is_empty() && q.gold_sessions.iter().all(|g| kept.contains(g)));
-            }
+            keep_first_sessions(
+                &mut corpora,
+                n.parse().map_err(|_| "--sessions N (the first N sessions of each conversation)")?,
+            );
         }
         if let Some(n) = o.get("limit") {
             let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
@@ -609,33 +607,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
         let embed = EmbedConfig::default();
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
-        let config = MemoryConfig {
-            distill: distilled.then(loci::distill::DistillConfig::default),
-            ..Default::default()
-        };
+        let config =
+            MemoryConfig { distill: distilled.then(loci::distill::DistillConfig::default), ..Default::default() };
         let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
         let mut distillation = Vec::new();
         if distilled {
             for corpus in &corpora {
                 let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
-                let started = Instant::now();
-                let now = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
-                let report = distill_until_done(memory, &llm, now + 86_400_000.0, started)?;
-                let stats = memory.stats();
-                eprintln!(
-                    "{}: distilled in {:.0} s: {} jobs, {} failures, {} parked; {} episodes, {} facts",
-                    corpus.id,
-                    started.elapsed().as_secs_f64(),
-                    report.jobs_run,
-                    report.failures,
-                    report.parked,
-                    stats.distill.episodes,
-                    stats.distill.facts_active
-                );
-                distillation.push(json!({
-                    "conversation": corpus.id, "seconds": started.elapsed().as_secs_f64(), "report": report,
-                    "llm": stats.llm, "episodes": stats.distill.episodes, "facts": stats.distill.facts_active,
-                }));
+                distillation.push(distill_corpus(memory, corpus, &llm)?);
             }
         }
         let n: usize = corpora.iter().map(|c| c.questions.len()).sum();
@@ -655,15 +634,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     (true, false) => QaMode::Recall(&answer_options),
                     (true, true) => QaMode::Distilled(&answer_options, Default::default()),
                 };
-                records.push(block_on(loci::eval::qa::answer_question(
-                    memory,
-                    q,
-                    gold,
-                    mode,
-                    &llm,
-                    judge,
-                    now,
-                )));
+                records.push(block_on(loci::eval::qa::answer_question(memory, q, gold, mode, &llm, judge, now)));
                 bar.inc(1);
             }
         }
@@ -719,7 +690,9 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         }
         let mut cache: HashMap<String, Value> = HashMap::new();
         if let Some(path) = o.get("cache").filter(|p| Path::new(p).exists()) {
-            for line in std::fs::read_to_string(path).map_err(|e| e.to_string())?.lines().filter(|l| !l.trim().is_empty()) {
+            for line in
+                std::fs::read_to_string(path).map_err(|e| e.to_string())?.lines().filter(|l| !l.trim().is_empty())
+            {
                 let v: Value = serde_json::from_str(line).map_err(|e| format!("{path}: {e}"))?;
                 cache.insert(v["id"].as_str().unwrap_or_default().to_string(), v);
             }
@@ -740,7 +713,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let mut results: Vec<Vec<(usize, QuestionResult)>> = vec![Vec::new(); VARIANTS.len()];
         let mut records = Vec::new();
         let (mut plain_ms, mut expanded_ms) = (Vec::new(), Vec::new());
-        let options = RecallOptions { k: 10, units_per_session: 1, chronological: false, method: RecallMethod::default() };
+        let options =
+            RecallOptions { k: 10, units_per_session: 1, chronological: false, method: RecallMethod::default() };
         for (split, corpus) in corpora.iter().enumerate() {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
             let last_session = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
@@ -764,21 +738,27 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                         v
                     }
                 };
-                let queries: Vec<String> =
-                    record["queries"].as_array().into_iter().flatten().filter_map(|q| q.as_str().map(String::from)).collect();
+                let queries: Vec<String> = record["queries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|q| q.as_str().map(String::from))
+                    .collect();
                 let ids = |r: loci::memory::RecallResult| r.sessions.into_iter().map(|s| s.id).collect::<Vec<_>>();
                 let started = Instant::now();
                 let alone = ids(block_on(memory.recall(&q.question, options)).map_err(|e| e.to_string())?);
                 plain_ms.push(started.elapsed().as_secs_f64() * 1000.0);
                 let started = Instant::now();
-                let library = ids(block_on(memory.recall_expanded(&q.question, &queries, options)).map_err(|e| e.to_string())?);
+                let library =
+                    ids(block_on(memory.recall_expanded(&q.question, &queries, options)).map_err(|e| e.to_string())?);
                 expanded_ms.push(started.elapsed().as_secs_f64() * 1000.0);
                 let mut parts = Vec::new();
                 for sub in &queries {
                     parts.push(ids(block_on(memory.recall(sub, options)).map_err(|e| e.to_string())?));
                 }
                 let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
-                let question_first: Vec<Vec<String>> = std::iter::once(alone.clone()).chain(parts.iter().cloned()).collect();
+                let question_first: Vec<Vec<String>> =
+                    std::iter::once(alone.clone()).chain(parts.iter().cloned()).collect();
                 let parts_only = if parts.is_empty() { vec![alone.clone()] } else { parts.clone() };
                 for (i, ranking) in
                     [alone.clone(), library, merge(&question_first), merge(&parts_only)].into_iter().enumerate()
@@ -794,14 +774,16 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(0.0)
         };
-        let mean = |key: &str| records.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / records.len().max(1) as f64;
+        let mean =
+            |key: &str| records.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / records.len().max(1) as f64;
         let failed = records.iter().filter(|r| !r["error"].is_null()).count();
         let mut out = Map::new();
         println!("| {n} questions (category {category}) | split | recall_all@3 | recall_all@5 | recall_all@10 | recall_any@3 |");
         println!("|---|---|---|---|---|---|");
         for (name, results) in VARIANTS.iter().zip(&results) {
             for (split, range) in [("all", 0..10), ("0-4", 0..5), ("5-9", 5..10)] {
-                let picked: Vec<&QuestionResult> = results.iter().filter(|(s, _)| range.contains(s)).map(|(_, r)| r).collect();
+                let picked: Vec<&QuestionResult> =
+                    results.iter().filter(|(s, _)| range.contains(s)).map(|(_, r)| r).collect();
                 let scores = loci::eval::report::Scores::of(picked.iter().copied());
                 let m = |metric: &str, k: usize| scores.get(&format!("{metric}@{k}")).unwrap_or(f64::NAN);
                 println!(
@@ -824,8 +806,11 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             mean("output_tokens"),
             mean("latency_ms") / 1000.0
         );
-        out.insert("llm".into(), json!({"calls": mean("calls"), "input_tokens": mean("input_tokens"),
-            "output_tokens": mean("output_tokens"), "seconds": mean("latency_ms") / 1000.0, "failed": failed}));
+        out.insert(
+            "llm".into(),
+            json!({"calls": mean("calls"), "input_tokens": mean("input_tokens"),
+            "output_tokens": mean("output_tokens"), "seconds": mean("latency_ms") / 1000.0, "failed": failed}),
+        );
         out.insert("recall_p50_ms".into(), json!({"alone": p50_plain, "expanded": p50_expanded}));
         out.insert("records".into(), Value::Array(records));
         write_json(o.get("json"), &Value::Object(out))
@@ -835,44 +820,36 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
     /// real model), then its questions are ranked by the default recall, by the sessions its episodes and facts
     /// point to ([`Memory::sessions_through_distilled`]), and by the two merged in turns, on the paper's ground truth.
     fn bridge_main() -> Result<(), String> {
-        let o = options(&["data", "llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "conversations", "sessions", "json"])?;
+        let o = options(&[
+            "data",
+            "llm-base-url",
+            "llm-model",
+            "llm-api-key",
+            "llm-context-tokens",
+            "conversations",
+            "sessions",
+            "json",
+        ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
         let mut corpora = locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?;
         corpora.truncate(o.get("conversations").map_or(Ok(1), |n| n.parse()).map_err(|_| "--conversations N")?);
         if let Some(n) = o.get("sessions") {
-            let n: usize = n.parse().map_err(|_| "--sessions N")?;
-            for corpus in &mut corpora {
-                corpus.sessions.truncate(n);
-                let kept: HashSet<String> = corpus.sessions.iter().map(|s| s.id.clone()).collect();
-                corpus.questions.retain(|q| !q.gold_sessions.is_empty() && q.gold_sessions.iter().all(|g| kept.contains(g)));
-            }
+            keep_first_sessions(&mut corpora, n.parse().map_err(|_| "--sessions N")?);
         }
         let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
         let embed = EmbedConfig::default();
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
         let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
         let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
-        const VARIANTS: [&str; 4] = ["default recall", "through the distilled memory", "default, then distilled", "distilled, then default"];
+        const VARIANTS: [&str; 4] =
+            ["default recall", "through the distilled memory", "default, then distilled", "distilled, then default"];
         let mut results: Vec<Vec<QuestionResult>> = vec![Vec::new(); VARIANTS.len()];
         let mut distilled = Vec::new();
-        let options = RecallOptions { k: 10, units_per_session: 1, chronological: false, method: RecallMethod::default() };
+        let options =
+            RecallOptions { k: 10, units_per_session: 1, chronological: false, method: RecallMethod::default() };
         for corpus in &corpora {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
-            let started = Instant::now();
-            let now = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
-            let report = distill_until_done(memory, &llm, now + 86_400_000.0, started)?;
-            let stats = memory.stats();
-            eprintln!(
-                "{}: distilled in {:.0} s ({} jobs, {} parked): {} episodes, {} facts",
-                corpus.id,
-                started.elapsed().as_secs_f64(),
-                report.jobs_run,
-                report.parked,
-                stats.distill.episodes,
-                stats.distill.facts_active
-            );
-            distilled.push(json!({"conversation": corpus.id, "episodes": stats.distill.episodes,
-                "facts": stats.distill.facts_active, "parked": report.parked}));
+            distilled.push(distill_corpus(memory, corpus, &llm)?);
             for q in &corpus.questions {
                 let alone: Vec<String> = block_on(memory.recall(&q.question, options))
                     .map_err(|e| e.to_string())?
@@ -899,7 +876,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         println!("|---|---|---|---|---|---|");
         for (name, rs) in VARIANTS.iter().zip(&results) {
             for (group, category) in [("all", None), ("multi-hop", Some("1"))] {
-                let scores = loci::eval::report::Scores::of(rs.iter().filter(|r| category.is_none_or(|c| r.category == c)));
+                let scores =
+                    loci::eval::report::Scores::of(rs.iter().filter(|r| category.is_none_or(|c| r.category == c)));
                 let m = |metric: &str, k: usize| scores.get(&format!("{metric}@{k}")).unwrap_or(f64::NAN);
                 println!(
                     "| {name} | {group} ({}) | {:.2} | {:.2} | {:.2} | {:.2} |",
@@ -1093,6 +1071,45 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         )
     }
 
+    /// Distils what `memory` holds of `corpus` with `llm` (the questions are asked the day after its last session) and
+    /// reports it.
+    fn distill_corpus(
+        memory: &mut Memory<MemStore, SharedRuntime>,
+        corpus: &EvalCorpus,
+        llm: &dyn loci::llm::Llm,
+    ) -> Result<Value, String> {
+        let started = Instant::now();
+        let now = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
+        let report = distill_until_done(memory, llm, now + 86_400_000.0, started)?;
+        let stats = memory.stats();
+        let seconds = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{}: distilled in {seconds:.0} s: {} jobs, {} failures, {} parked; {} episodes, {} facts",
+            corpus.id,
+            report.jobs_run,
+            report.failures,
+            report.parked,
+            stats.distill.episodes,
+            stats.distill.facts_active
+        );
+        Ok(json!({
+            "conversation": corpus.id, "seconds": seconds, "report": report,
+            "llm": stats.llm, "episodes": stats.distill.episodes, "facts": stats.distill.facts_active,
+        }))
+    }
+
+    /// Keeps each conversation's first `n` sessions, and only the questions whose every evidence session is among
+    /// them (what a memory of part of a conversation can answer).
+    fn keep_first_sessions(corpora: &mut [EvalCorpus], n: usize) {
+        for corpus in corpora {
+            corpus.sessions.truncate(n);
+            let kept: HashSet<String> = corpus.sessions.iter().map(|s| s.id.clone()).collect();
+            corpus
+                .questions
+                .retain(|q| !q.gold_sessions.is_empty() && q.gold_sessions.iter().all(|g| kept.contains(g)));
+        }
+    }
+
     /// Runs every distillation job of `m` with `llm`, waiting out backoffs on the clock (a real endpoint's failures
     /// are real), and logs each job with the seconds since `started`.
     fn distill_until_done(
@@ -1113,8 +1130,12 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     p.jobs_left
                 )
             };
-            let r = if first { block_on(m.flush(llm, now, None, &mut tell)) } else { block_on(m.run_jobs(llm, now, None, &mut tell)) }
-                .map_err(|e| e.to_string())?;
+            let r = if first {
+                block_on(m.flush(llm, now, None, &mut tell))
+            } else {
+                block_on(m.run_jobs(llm, now, None, &mut tell))
+            }
+            .map_err(|e| e.to_string())?;
             first = false;
             report.jobs_run += r.jobs_run;
             report.failures += r.failures;

@@ -186,7 +186,8 @@ impl<S: Store, R: Runtime> Shared<S, R> {
             Ok(e) => Expansion { queries: used, ..e },
             Err(e) => {
                 let c = outcome.counters.expand;
-                let usage = Usage { input_tokens: c.input_tokens, output_tokens: c.output_tokens, estimated: c.estimated };
+                let usage =
+                    Usage { input_tokens: c.input_tokens, output_tokens: c.output_tokens, estimated: c.estimated };
                 Expansion {
                     queries: Vec::new(),
                     spent: Spent { calls: c.calls as u32, usage, latency_ms: c.latency_ms },

@@ -491,7 +491,10 @@ mod tests {
     use super::*;
 
     fn ranked(sessions: &[u32]) -> Vec<SessionScore> {
-        sessions.iter().map(|&session| SessionScore { session, score: 1.0 / (session + 1) as f32, best_rows: vec![] }).collect()
+        sessions
+            .iter()
+            .map(|&session| SessionScore { session, score: 1.0 / (session + 1) as f32, best_rows: vec![] })
+            .collect()
     }
 
     #[test]
@@ -503,7 +506,10 @@ mod tests {
         let sessions = |v: Vec<SessionScore>| v.into_iter().map(|s| s.session).collect::<Vec<_>>();
         // Rank 1 of each list (1 is taken by part a before the question's rank 2 reaches it), then rank 2's new ones.
         assert_eq!(sessions(interleave(&[question.clone(), part_a.clone(), part_b.clone()], 3, key)), vec![0, 1, 5]);
-        assert_eq!(sessions(interleave(&[question.clone(), part_a.clone(), part_b.clone()], 10, key)), vec![0, 1, 5, 2, 4, 3]);
+        assert_eq!(
+            sessions(interleave(&[question.clone(), part_a.clone(), part_b.clone()], 10, key)),
+            vec![0, 1, 5, 2, 4, 3]
+        );
         // The order of the lists decides who places first.
         assert_eq!(sessions(interleave(&[part_a, part_b, question.clone()], 3, key)), vec![1, 5, 0]);
         // One list is itself.

@@ -232,7 +232,9 @@ impl JsRecallOptions {
     pub(super) fn expand(&self) -> Result<bool, Error> {
         let expand = self.expand.unwrap_or(false);
         if expand && (self.prune.is_some() || self.sources.as_ref().is_some_and(|s| !s.is_null())) {
-            return Err(Error::invalid("`expand` works on the sessions recall: it cannot be combined with `prune` or `sources`"));
+            return Err(Error::invalid(
+                "`expand` works on the sessions recall: it cannot be combined with `prune` or `sources`",
+            ));
         }
         Ok(expand)
     }
