@@ -10,6 +10,7 @@ mod answer;
 mod distill;
 mod shared;
 mod transfer;
+mod turns;
 
 pub use crate::llm::PhaseCounters;
 pub use answer::{
@@ -166,7 +167,7 @@ pub struct Memory<S: Store, R: Runtime> {
     session_index: FxHashMap<String, u32>,
     /// Turn ids of each session (by session number), in sequence order.
     session_turns: Vec<Vec<u64>>,
-    turns: FxHashMap<u64, Turn>,
+    turns: turns::TurnTable,
     units: FxHashMap<u32, Unit>,
     vectors: VectorIndex,
     /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
@@ -230,7 +231,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             sessions: Vec::new(),
             session_index: FxHashMap::default(),
             session_turns: Vec::new(),
-            turns: FxHashMap::default(),
+            turns: Default::default(),
             units: FxHashMap::default(),
             vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
@@ -242,42 +243,47 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             distill_epoch: 0,
             quarantined: snapshot.quarantined,
         };
-        let mut sessions = snapshot.sessions;
+        memory.fill(snapshot.sessions, snapshot.turns, snapshot.units);
+        memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
+        Ok(memory)
+    }
+
+    /// Takes in what a store loaded, into an empty state: sessions, turns (of known sessions), units and their
+    /// vectors; the units wait in `lexical_pending` for the BM25 index. Sized exactly, and the decoded turns become
+    /// the turn table without a copy: the wasm memory only grows, so every transient peak here stays.
+    fn fill(&mut self, mut sessions: Vec<Session>, mut turns: Vec<Turn>, units: Vec<StoredUnit>) {
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
         for s in sessions {
-            memory.upsert_session(s);
+            self.upsert_session(s);
         }
+        turns.retain(|t| self.session_index.contains_key(&t.session));
         // Turns into their sessions, ordered by position: sort small (session, seq, id) keys, not the turns.
-        let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(snapshot.turns.len());
-        memory.turns.reserve(snapshot.turns.len());
-        for t in snapshot.turns {
-            if let Some(&n) = memory.session_index.get(&t.session) {
-                placed.push((n, t.seq, t.id));
-                memory.turns.insert(t.id, t);
-            }
-        }
+        let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(turns.len());
+        placed.extend(turns.iter().filter_map(|t| Some((*self.session_index.get(&t.session)?, t.seq, t.id))));
         placed.sort_unstable();
         for (n, _, id) in placed {
-            memory.session_turns[n as usize].push(id);
+            self.session_turns[n as usize].push(id);
         }
-        memory.units.reserve(snapshot.units.len());
-        memory.lexical_pending.reserve(snapshot.units.len());
-        for su in snapshot.units {
+        self.turns = turns::TurnTable::from_vec(turns);
+        let rows: usize = units.iter().filter_map(|su| su.vectors.rows(DIM)).sum();
+        self.vectors.reserve(rows);
+        self.units.reserve(units.len());
+        self.lexical_pending.reserve(units.len());
+        self.lexical.reserve(units.len());
+        for su in units {
             if !su.vectors.is_whole(DIM) {
                 // Set aside like a record that does not decode: the rest opens.
-                memory.quarantined.push(crate::store::Quarantined {
+                self.quarantined.push(crate::store::Quarantined {
                     store: "vectors".into(),
                     key: format!("unit {}", su.unit.id),
                     reason: "a vector of the wrong length".into(),
                 });
                 continue;
             }
-            if let Some(id) = memory.place_unit(su) {
-                memory.lexical_pending.push(id);
+            if let Some(id) = self.place_unit(su) {
+                self.lexical_pending.push(id);
             }
         }
-        memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
-        Ok(memory)
     }
 
     pub fn device(&self) -> Device {
@@ -494,7 +500,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let turn_ids: Vec<u64> = new_turns.iter().map(|t| t.id).collect();
         for t in new_turns {
             self.session_turns[n].push(t.id);
-            self.turns.insert(t.id, t);
+            self.turns.insert(t);
         }
         let units_embedded = stored.len();
         for su in stored {

@@ -163,6 +163,20 @@ impl VectorIndex {
         self.data.len() * 4 + self.codes.len() + self.scales.len() * 4 + self.owners.len() * 8
     }
 
+    /// Makes room for `rows` more rows, exactly: at open the count is known, and growing by doubling would leave up
+    /// to half of the largest buffer of a memory unused (the wasm memory never shrinks).
+    pub fn reserve(&mut self, rows: usize) {
+        match self.precision {
+            Precision::F32 => self.data.reserve_exact(rows * self.dim),
+            Precision::Int8 => {
+                self.codes.reserve_exact(rows * self.dim);
+                self.scales.reserve_exact(rows);
+            }
+        }
+        self.owners.reserve_exact(rows);
+        self.sessions.reserve_exact(rows);
+    }
+
     /// Appends the rows of `unit` of `session`, converting them to this index's precision. Rows that are not
     /// whole rows of `dim` are ignored (the caller validates first).
     pub fn push(&mut self, unit: u32, session: u32, rows: &Rows) {

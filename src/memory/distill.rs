@@ -618,22 +618,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.vectors = crate::index::VectorIndex::with_precision(crate::embed::DIM, self.config.vectors);
         self.lexical.clear();
         self.lexical_pending.clear();
-        let mut sessions = snapshot.sessions;
-        sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
-        for s in sessions {
-            self.upsert_session(s);
-        }
-        let mut turns = snapshot.turns;
-        turns.sort_by_key(|t| (t.seq, t.id));
-        for t in turns {
-            if let Some(&n) = self.session_index.get(&t.session) {
-                self.session_turns[n as usize].push(t.id);
-                self.turns.insert(t.id, t);
-            }
-        }
-        for su in snapshot.units {
-            self.insert_unit(StoredUnit { unit: su.unit, vectors: su.vectors });
-        }
+        self.fill(snapshot.sessions, snapshot.turns, snapshot.units);
+        // Indexed now, in unit order, as inserting them one by one did.
+        self.index_lexical(usize::MAX);
         self.distill = DistillState::from_records(snapshot.distill);
         Ok(())
     }
