@@ -243,7 +243,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             distill_epoch: 0,
             quarantined: snapshot.quarantined,
         };
-        memory.fill(snapshot.sessions, snapshot.turns, snapshot.units);
+        memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
         Ok(memory)
     }
@@ -251,7 +251,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Takes in what a store loaded, into an empty state: sessions, turns (of known sessions), units and their
     /// vectors; the units wait in `lexical_pending` for the BM25 index. Sized exactly, and the decoded turns become
     /// the turn table without a copy: the wasm memory only grows, so every transient peak here stays.
-    fn fill(&mut self, mut sessions: Vec<Session>, mut turns: Vec<Turn>, units: Vec<StoredUnit>) {
+    fn fill(
+        &mut self,
+        mut sessions: Vec<Session>,
+        mut turns: Vec<Turn>,
+        mut units: Vec<StoredUnit>,
+        block: Option<crate::store::RowBlock>,
+    ) {
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
         for s in sessions {
             self.upsert_session(s);
@@ -265,11 +271,21 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             self.session_turns[n as usize].push(id);
         }
         self.turns = turns::TurnTable::from_vec(turns);
-        let rows: usize = units.iter().filter_map(|su| su.vectors.rows(DIM)).sum();
-        self.vectors.reserve(rows);
         self.units.reserve(units.len());
         self.lexical_pending.reserve(units.len());
         self.lexical.reserve(units.len());
+        if let Some(block) = block {
+            let total: usize = block.rows.iter().map(|&n| n as usize).sum();
+            let whole = block.rows.len() == units.len() && block.scales.len() == total && block.codes.len() == total * DIM;
+            if !whole || !self.vectors.is_empty() {
+                block.split_into(&mut units, DIM); // each unit checked below
+            } else {
+                self.fill_block(units, block, total);
+                return;
+            }
+        }
+        let rows: usize = units.iter().filter_map(|su| su.vectors.rows(DIM)).sum();
+        self.vectors.reserve(rows);
         for su in units {
             if !su.vectors.is_whole(DIM) {
                 // Set aside like a record that does not decode: the rest opens.
@@ -284,6 +300,33 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 self.lexical_pending.push(id);
             }
         }
+    }
+
+    /// The units of [`fill`](Self::fill) with their rows in one block of `total` rows: the block becomes the vector
+    /// index in place, the rows of units of unknown sessions squeezed out (as [`place_unit`](Self::place_unit)
+    /// skips them).
+    fn fill_block(&mut self, units: Vec<StoredUnit>, block: crate::store::RowBlock, total: usize) {
+        let crate::store::RowBlock { mut codes, mut scales, rows } = block;
+        let (mut owners, mut sessions) = (Vec::with_capacity(total), Vec::with_capacity(total));
+        let (mut read, mut write) = (0usize, 0usize);
+        for (su, n) in units.into_iter().zip(rows) {
+            let n = n as usize;
+            if let Some(&s) = self.session_index.get(&su.unit.session) {
+                if read != write {
+                    codes.copy_within(read * DIM..(read + n) * DIM, write * DIM);
+                    scales.copy_within(read..read + n, write);
+                }
+                owners.extend(std::iter::repeat_n(su.unit.id, n));
+                sessions.extend(std::iter::repeat_n(s, n));
+                write += n;
+                self.lexical_pending.push(su.unit.id);
+                self.units.insert(su.unit.id, su.unit);
+            }
+            read += n;
+        }
+        codes.truncate(write * DIM);
+        scales.truncate(write);
+        self.vectors.extend_int8(codes, scales, owners, sessions);
     }
 
     pub fn device(&self) -> Device {

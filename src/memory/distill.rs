@@ -618,7 +618,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.vectors = crate::index::VectorIndex::with_precision(crate::embed::DIM, self.config.vectors);
         self.lexical.clear();
         self.lexical_pending.clear();
-        self.fill(snapshot.sessions, snapshot.turns, snapshot.units);
+        self.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         // Indexed now, in unit order, as inserting them one by one did.
         self.index_lexical(usize::MAX);
         self.distill = DistillState::from_records(snapshot.distill);

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::{Meta, Snapshot, Store, StoredUnit, WriteBatch};
+use super::{Meta, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch};
 use crate::error::{Error, Result};
 use crate::types::distilled::{DistillRecords, DistillState};
 use crate::types::{Session, Turn};
@@ -43,11 +43,41 @@ impl MemStore {
 impl Store for MemStore {
     async fn load(&self) -> Result<Snapshot> {
         let d = self.data.borrow();
+        // Int8 rows (as a store that quantises keeps them) travel in one block, as IndexedDB's do; float rows (fresh
+        // from the embedder) stay with their units.
+        // (Only whole rows: a damaged unit stays with its rows, for open to set it aside.)
+        let dim = d.meta.as_ref().map_or(0, |m| m.dim as usize);
+        let int8 = !d.units.is_empty()
+            && d.units.values().all(|u| matches!(u.vectors, Rows::Int8 { .. }) && u.vectors.is_whole(dim));
+        let (units, block) = if int8 {
+            let (mut codes, mut rows) = (0, 0);
+            for u in d.units.values() {
+                if let Rows::Int8 { codes: c, scales } = &u.vectors {
+                    (codes, rows) = (codes + c.len(), rows + scales.len());
+                }
+            }
+            let mut block = RowBlock::with_capacity(rows, 0, d.units.len());
+            block.codes.reserve_exact(codes);
+            let units = d
+                .units
+                .values()
+                .map(|u| {
+                    if let Rows::Int8 { codes, scales } = &u.vectors {
+                        block.push(codes, scales);
+                    }
+                    StoredUnit { unit: u.unit.clone(), vectors: Rows::default() }
+                })
+                .collect();
+            (units, Some(block))
+        } else {
+            (d.units.values().cloned().collect(), None)
+        };
         Ok(Snapshot {
             meta: d.meta.clone(),
             sessions: d.sessions.values().cloned().collect(),
             turns: d.turns.values().cloned().collect(),
-            units: d.units.values().cloned().collect(),
+            units,
+            block,
             distill: DistillRecords {
                 meta: Some(d.distill.meta.clone()).filter(|m| *m != Default::default()),
                 episodes: d.distill.episodes.values().cloned().collect(),
