@@ -10,7 +10,6 @@ mod answer;
 mod distill;
 mod shared;
 mod transfer;
-mod turns;
 
 pub use crate::llm::PhaseCounters;
 pub use answer::{
@@ -167,7 +166,7 @@ pub struct Memory<S: Store, R: Runtime> {
     session_index: FxHashMap<String, u32>,
     /// Turn ids of each session (by session number), in sequence order.
     session_turns: Vec<Vec<u64>>,
-    turns: turns::TurnTable,
+    turns: crate::types::Turns,
     units: FxHashMap<u32, Unit>,
     vectors: VectorIndex,
     /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
@@ -254,7 +253,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn fill(
         &mut self,
         mut sessions: Vec<Session>,
-        mut turns: Vec<Turn>,
+        mut turns: crate::types::Turns,
         mut units: Vec<StoredUnit>,
         block: Option<crate::store::RowBlock>,
     ) {
@@ -262,15 +261,16 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for s in sessions {
             self.upsert_session(s);
         }
-        turns.retain(|t| self.session_index.contains_key(&t.session));
+        turns.sort();
+        turns.retain(|t| self.session_index.contains_key(t.session));
         // Turns into their sessions, ordered by position: sort small (session, seq, id) keys, not the turns.
         let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(turns.len());
-        placed.extend(turns.iter().filter_map(|t| Some((*self.session_index.get(&t.session)?, t.seq, t.id))));
+        placed.extend(turns.iter().filter_map(|t| Some((*self.session_index.get(t.session)?, t.seq, t.id))));
         placed.sort_unstable();
         for (n, _, id) in placed {
             self.session_turns[n as usize].push(id);
         }
-        self.turns = turns::TurnTable::from_vec(turns);
+        self.turns = turns;
         self.units.reserve(units.len());
         self.lexical_pending.reserve(units.len());
         self.lexical.reserve(units.len());
@@ -380,8 +380,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         // BM25 indexes the words of `unit_text` without building it: its separators are not alphanumeric.
         let turns = &self.turns;
         let parts = unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
-            let caption = t.caption.as_deref();
-            [Some(t.speaker.as_str()), Some(t.text.as_str()), caption.map(|_| "The image Caption"), caption]
+            let caption = t.caption;
+            [Some(t.speaker), Some(t.text), caption.map(|_| "The image Caption"), caption]
         });
         self.lexical.insert_parts(id, n, parts.flatten());
     }
@@ -495,10 +495,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let old_ids: Vec<u64> = existing.map(|n| self.session_turns[n].clone()).unwrap_or_default();
         let open_unit =
             if old_ids.len() % size != 0 { self.unit_containing(*old_ids.last().unwrap_or(&0)) } else { None };
-        let mut pending: Vec<&Turn> = Vec::new();
-        if let Some(u) = &open_unit {
-            pending.extend(u.turn_ids.iter().filter_map(|id| self.turns.get(id)));
-        }
+        let reopened: Vec<Turn> = open_unit
+            .iter()
+            .flat_map(|u| u.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.to_turn()))
+            .collect();
+        let mut pending: Vec<&Turn> = reopened.iter().collect();
         pending.extend(new_turns.iter());
         let groups: Vec<Vec<&Turn>> = pending.chunks(size).map(|c| c.to_vec()).collect();
         let texts: Vec<String> =
@@ -543,7 +544,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let turn_ids: Vec<u64> = new_turns.iter().map(|t| t.id).collect();
         for t in new_turns {
             self.session_turns[n].push(t.id);
-            self.turns.insert(t);
+            self.turns.push(t);
         }
         let units_embedded = stored.len();
         for su in stored {
@@ -712,7 +713,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn unit_text(&self, unit: &Unit) -> String {
-        unit.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(Turn::unit_text).collect::<Vec<_>>().join("\n")
+        unit.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.unit_text()).collect::<Vec<_>>().join("\n")
     }
 
     /// A session as clean text under its date header.
@@ -727,7 +728,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 out.push('\n');
                 let text = crate::text::relative::anchor_relative_dates(&t.text, t.time);
                 out.push_str(&format!("{}: {}", crate::text::single_line(&t.speaker), crate::text::single_line(&text)));
-                if let Some(c) = &t.caption {
+                if let Some(c) = t.caption {
                     out.push_str(&format!(" [shared an image: {}]", crate::text::single_line(c)));
                 }
             }
@@ -738,7 +739,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// The turns of a session, in order.
     pub fn session_turns(&self, id: &str) -> Vec<Turn> {
         let Some(&n) = self.session_index.get(id) else { return Vec::new() };
-        self.session_turns[n as usize].iter().filter_map(|t| self.turns.get(t)).cloned().collect()
+        self.session_turns[n as usize].iter().filter_map(|t| self.turns.get(t)).map(|t| t.to_turn()).collect()
     }
 
     /// Sessions, oldest first.

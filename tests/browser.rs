@@ -59,7 +59,7 @@ async fn indexeddb_round_trip() {
     let loaded = store.load().await.expect("load");
     assert_eq!(loaded.meta, Some(meta));
     assert_eq!(loaded.sessions, batch.sessions);
-    assert_eq!(loaded.turns, batch.turns);
+    assert_eq!(loaded.turns.to_vec(), batch.turns);
     // Vectors come back as stored: int8 with one scale per row, within half a quantisation step of the floats.
     assert_eq!(loaded.units.len(), 1);
     assert_eq!(loaded.units[0].unit, batch.units[0].unit);

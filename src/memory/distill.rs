@@ -220,7 +220,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut ended: Vec<String> = meta
             .pending
             .iter()
-            .filter_map(|id| self.turns.get(id).map(|t| t.session.clone()))
+            .filter_map(|id| self.turns.get(id).map(|t| t.session.to_string()))
             .filter(|s| s != session)
             .collect();
         ended.sort();
@@ -273,7 +273,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Err(Error::invalid("distillation is off: open the memory with a `distill` option"));
         }
         let mut sessions: Vec<String> =
-            self.distill.meta.pending.iter().filter_map(|id| self.turns.get(id).map(|t| t.session.clone())).collect();
+            self.distill.meta.pending.iter().filter_map(|id| self.turns.get(id).map(|t| t.session.to_string())).collect();
         sessions.sort();
         sessions.dedup();
         let mut w = DistillWrite::default();
@@ -330,12 +330,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 .pending
                 .iter()
                 .copied()
-                .filter(|id| self.turns.get(id).is_some_and(|t| &t.session == session))
+                .filter(|id| self.turns.get(id).is_some_and(|t| t.session == session))
                 .collect(),
             JobKind::Narrate { groups } => groups.iter().flatten().copied().collect(),
             JobKind::Distill { items } => items.iter().flat_map(|i| i.turn_ids.iter().copied()).collect(),
         };
-        let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.clone()))).collect();
+        let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.to_turn()))).collect();
         let tokenizer = self.embedder.shared_tokenizer();
         Some(JobTicket { job, state: self.distill.clone(), turns, config, epoch: self.distill_epoch, now, tokenizer })
     }
@@ -417,7 +417,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             };
             let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
             for t in meta.pending.iter().filter_map(|id| self.turns.get(id)) {
-                *counts.entry(t.session.as_str()).or_default() += 1;
+                *counts.entry(t.session).or_default() += 1;
             }
             let due: Vec<String> = counts
                 .into_iter()
@@ -532,7 +532,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// and its unit, whose other turn is embedded again alone. The facts go first, each in its own write, then the
     /// turn in one: a crash in between leaves a state that a second `forget_turn` completes.
     pub async fn forget_turn(&mut self, id: u64) -> Result<()> {
-        let Some(turn) = self.turns.get(&id).cloned() else { return Err(Error::NotFound(format!("turn {id}"))) };
+        let Some(turn) = self.turns.get(&id).map(|t| t.to_turn()) else { return Err(Error::NotFound(format!("turn {id}"))) };
         let citing: Vec<u64> = self.distill.facts.values().filter(|f| f.turn_ids.contains(&id)).map(|f| f.id).collect();
         for fact in citing {
             if self.distill.facts.contains_key(&fact) {
@@ -544,7 +544,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         };
         let mut meta = self.meta.clone();
         let unit = self.units.values().find(|u| u.turn_ids.contains(&id)).cloned();
-        let rest: Vec<&Turn> = unit
+        let rest: Vec<crate::types::TurnRef> = unit
             .iter()
             .flat_map(|u| u.turn_ids.iter())
             .filter(|&&t| t != id)

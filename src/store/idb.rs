@@ -39,7 +39,7 @@ use super::{
 use crate::embed::DIM;
 use crate::error::{Error, Result};
 use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
-use crate::types::{Session, Turn, Unit};
+use crate::types::{Session, Turn, Turns, Unit};
 
 /// IndexedDB version: 1 had four stores, 2 added `vectors`, 3 the distillation stores, 4 `turnChunks`.
 const DB_VERSION: u32 = 4;
@@ -831,10 +831,11 @@ impl IdbStore {
         let mut quarantined = Vec::new();
         let keys: Vec<String> = turn_keys.iter().map(key_text).collect();
         let opened = join_all(keys.iter().zip(&turn_chunks).map(|(k, r)| sealer.open(TURN_CHUNKS, k, r))).await;
-        let mut turns = Vec::with_capacity(keys.len() * TURN_CHUNK as usize);
+        // Each chunk's turns go into the compact table and are dropped before the next chunk is decoded.
+        let mut turns = Turns::with_capacity(keys.len() * TURN_CHUNK as usize);
         for (key, plain) in keys.into_iter().zip(opened) {
             match plain.and_then(|b| parse_turn_bytes(&b)) {
-                Ok(mut t) => turns.append(&mut t),
+                Ok(t) => t.into_iter().for_each(|t| turns.push(t)),
                 Err(e) => quarantined.push(unopened(TURN_CHUNKS, key, e)),
             }
         }
@@ -878,6 +879,7 @@ impl IdbStore {
         // Keyed by their ids' hashes: back in id order, as a plaintext memory reads them.
         sessions.sort_by(|a, b| a.id.cmp(&b.id));
         let block = Some(block.unwrap_or_default());
+        turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
         Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
     }
 
@@ -1276,11 +1278,12 @@ impl Store for IdbStore {
         // Parsed now, while IndexedDB is still reading the vector chunks. A chunk that does not decode is set aside
         // (its position now, its key below: keys are read only when something is damaged).
         let mut damaged_chunks: Vec<(&str, usize, String)> = Vec::new();
-        // At most TURN_CHUNK turns a chunk: reserved once rather than doubled (the vector becomes the turn table).
-        let mut turns = Vec::with_capacity(turn_chunks.len() * TURN_CHUNK as usize);
+        // At most TURN_CHUNK turns a chunk, reserved once. Each chunk's turns go into the compact table (which a
+        // memory keeps as it is) and are dropped before the next chunk is decoded.
+        let mut turns = Turns::with_capacity(turn_chunks.len() * TURN_CHUNK as usize);
         for (i, c) in turn_chunks.iter().enumerate() {
             match parse_turns(c) {
-                Ok(mut t) => turns.append(&mut t),
+                Ok(t) => t.into_iter().for_each(|t| turns.push(t)),
                 Err(e) => damaged_chunks.push((TURN_CHUNKS, i, e.to_string())),
             }
         }
@@ -1345,8 +1348,7 @@ impl Store for IdbStore {
                 moved.push(StoredUnit { unit, vectors });
             }
             self.migrate(m, &legacy_turns, &moved).await?;
-            turns.extend(legacy_turns);
-            turns.sort_by_key(|t| t.id);
+            legacy_turns.into_iter().for_each(|t| turns.push(t));
             units.extend(moved);
             units.sort_by_key(|u| u.unit.id);
         }
@@ -1361,6 +1363,7 @@ impl Store for IdbStore {
             jobs: decode_each::<Job>(jobs, JOBS, "job", &mut quarantined),
         };
         let sessions = decode_each::<Session>(sessions, SESSIONS, "session", &mut quarantined);
+        turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
         Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
     }
 

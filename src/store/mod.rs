@@ -20,7 +20,7 @@ pub use mem::MemStore;
 use crate::error::Result;
 use crate::types::distilled::{DistillRecords, DistillWrite};
 pub use crate::types::{pack_f32, unpack_f32};
-use crate::types::{Session, Turn, Unit, UnitMode};
+use crate::types::{Session, Turn, Turns, Unit, UnitMode};
 
 /// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
 /// 2: vectors as int8 in chunk records of [`VECTOR_CHUNK`] units (IndexedDB), no longer inside unit records.
@@ -59,7 +59,8 @@ pub struct StoredUnit {
 pub struct Snapshot {
     pub meta: Option<Meta>,
     pub sessions: Vec<Session>,
-    pub turns: Vec<Turn>,
+    /// Held compactly (one string per page of texts), as decoded chunk by chunk: a memory keeps them so.
+    pub turns: Turns,
     pub units: Vec<StoredUnit>,
     /// When present, the vectors of all of `units` (whose own `vectors` are then empty), in their order: a store
     /// that reads int8 rows hands them in one buffer, which becomes the vector index as it is. One small buffer
