@@ -10,6 +10,7 @@ mod answer;
 mod distill;
 mod shared;
 mod transfer;
+mod units;
 
 pub use crate::llm::PhaseCounters;
 pub use answer::{
@@ -167,7 +168,7 @@ pub struct Memory<S: Store, R: Runtime> {
     /// Turn ids of each session (by session number), in sequence order.
     session_turns: Vec<Vec<u64>>,
     turns: crate::types::Turns,
-    units: FxHashMap<u32, Unit>,
+    units: units::UnitTable,
     vectors: VectorIndex,
     /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
     distill: crate::distill::DistillState,
@@ -231,7 +232,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             session_index: FxHashMap::default(),
             session_turns: Vec::new(),
             turns: Default::default(),
-            units: FxHashMap::default(),
+            units: Default::default(),
             vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
             lexical_pending: Vec::new(),
@@ -271,7 +272,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             self.session_turns[n as usize].push(id);
         }
         self.turns = turns;
-        self.units.reserve(units.len());
+        self.units.reserve(units.len(), units.iter().map(|su| su.unit.turn_ids.len()).sum());
         self.lexical_pending.reserve(units.len());
         self.lexical.reserve(units.len());
         if let Some(block) = block {
@@ -320,10 +321,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 sessions.extend(std::iter::repeat_n(s, n));
                 write += n;
                 self.lexical_pending.push(su.unit.id);
-                self.units.insert(su.unit.id, su.unit);
+                self.units.push(su.unit.id, s, &su.unit.turn_ids);
             }
             read += n;
         }
+        self.units.sort();
         codes.truncate(write * DIM);
         scales.truncate(write);
         self.vectors.extend_int8(codes, scales, owners, sessions);
@@ -369,14 +371,14 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let &n = self.session_index.get(&su.unit.session)?;
         self.vectors.push(su.unit.id, n, &su.vectors);
         let id = su.unit.id;
-        self.units.insert(id, su.unit);
+        self.units.insert(id, n, &su.unit.turn_ids);
         Some(id)
     }
 
     /// Adds a stored unit to the BM25 index (no-op if it was removed meanwhile).
     fn index_unit_lexically(&mut self, id: u32) {
         let Some(unit) = self.units.get(&id) else { return };
-        let Some(&n) = self.session_index.get(&unit.session) else { return };
+        let n = unit.session;
         // BM25 indexes the words of `unit_text` without building it: its separators are not alphanumeric.
         let turns = &self.turns;
         let parts = unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
@@ -399,7 +401,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn remove_unit(&mut self, id: u32) {
-        if self.units.remove(&id).is_some() {
+        if self.units.remove(&id) {
             self.vectors.remove(id);
             self.lexical.remove(id);
         }
@@ -554,7 +556,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn unit_containing(&self, turn: u64) -> Option<Unit> {
-        self.units.values().find(|u| u.turn_ids.contains(&turn)).cloned()
+        let unit = self.units.iter().find(|u| u.turn_ids.contains(&turn))?;
+        Some(unit.to_unit(&self.sessions.get(unit.session as usize)?.id))
     }
 
     /// The query's vector, as `recall` embeds it.
@@ -688,8 +691,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                     units.push(RecalledUnit {
                         id: unit.id,
                         score,
-                        turn_ids: unit.turn_ids.clone(),
-                        text: self.unit_text(unit),
+                        turn_ids: unit.turn_ids.to_vec(),
+                        text: self.unit_text(unit.turn_ids),
                     });
                 }
                 Some(RecalledSession {
@@ -712,8 +715,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         RecallResult { query: query.into(), expansion: None, sessions, context, context_tokens, device: self.device() }
     }
 
-    fn unit_text(&self, unit: &Unit) -> String {
-        unit.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.unit_text()).collect::<Vec<_>>().join("\n")
+    fn unit_text(&self, turn_ids: &[u64]) -> String {
+        turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.unit_text()).collect::<Vec<_>>().join("\n")
     }
 
     /// A session as clean text under its date header.

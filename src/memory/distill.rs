@@ -543,7 +543,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Err(Error::NotFound(format!("session {}", turn.session)));
         };
         let mut meta = self.meta.clone();
-        let unit = self.units.values().find(|u| u.turn_ids.contains(&id)).cloned();
+        let unit = self.unit_containing(id);
         let rest: Vec<crate::types::TurnRef> = unit
             .iter()
             .flat_map(|u| u.turn_ids.iter())
@@ -590,7 +590,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     pub async fn forget_session(&mut self, id: &str) -> Result<()> {
         let Some(&n) = self.session_index.get(id) else { return Err(Error::NotFound(format!("session {id}"))) };
         let turns: HashSet<u64> = self.session_turns[n as usize].iter().copied().collect();
-        let units: Vec<u32> = self.units.values().filter(|u| u.session == id).map(|u| u.id).collect();
+        let units: Vec<u32> = self.units.iter().filter(|u| u.session == n).map(|u| u.id).collect();
         let batch = WriteBatch {
             delete_units: units,
             delete_turns: turns.iter().copied().collect(),
