@@ -268,6 +268,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(turns.len());
         placed.extend(turns.iter().filter_map(|t| Some((*self.session_index.get(t.session)?, t.seq, t.id))));
         placed.sort_unstable();
+        // Each session's list sized exactly (pushing one by one leaves up to half of each unused).
+        let mut counts = vec![0usize; self.session_turns.len()];
+        placed.iter().for_each(|&(n, _, _)| counts[n as usize] += 1);
+        self.session_turns.iter_mut().zip(counts).for_each(|(list, c)| list.reserve_exact(c));
         for (n, _, id) in placed {
             self.session_turns[n as usize].push(id);
         }
