@@ -123,3 +123,35 @@ impl Store for MemStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Unit, UnitMode};
+
+    fn unit(id: u32, rows: Rows) -> StoredUnit {
+        StoredUnit { unit: Unit { id, session: "s".into(), turn_ids: vec![id as u64] }, vectors: rows }
+    }
+
+    #[test]
+    fn int8_rows_load_in_one_block_that_splits_back() {
+        let store = MemStore::new();
+        let meta = Meta { schema: 4, model: "m".into(), dim: 2, unit_mode: UnitMode::Pair, next_turn: 1, next_unit: 4 };
+        let units = vec![
+            unit(1, Rows::Int8 { codes: vec![1, 2], scales: vec![0.5] }),
+            unit(2, Rows::Int8 { codes: vec![3, 4, 5, 6], scales: vec![0.25, 0.75] }),
+            unit(3, Rows::Int8 { codes: vec![], scales: vec![] }),
+        ];
+        let batch = WriteBatch { meta: Some(meta), units: units.clone(), ..Default::default() };
+        pollster::block_on(store.write(batch)).unwrap();
+        let loaded = pollster::block_on(store.load()).unwrap();
+        let block = loaded.block.clone().expect("int8 rows travel in a block");
+        assert_eq!((block.codes, block.scales, block.rows), (vec![1, 2, 3, 4, 5, 6], vec![0.5, 0.25, 0.75], vec![1, 2, 0]));
+        assert!(loaded.units.iter().all(|u| u.vectors == Rows::default()));
+        assert_eq!(loaded.unblocked().units, units);
+        // Float rows (and damaged ones) stay with their units.
+        let floats = unit(4, Rows::F32(vec![0.6, 0.8]));
+        pollster::block_on(store.write(WriteBatch { units: vec![floats], ..Default::default() })).unwrap();
+        assert_eq!(pollster::block_on(store.load()).unwrap().block, None);
+    }
+}

@@ -73,6 +73,18 @@ pub struct Snapshot {
     pub quarantined: Vec<Quarantined>,
 }
 
+impl Snapshot {
+    /// The same content with each unit carrying its own rows (no [`block`](Self::block)): the form to compare two
+    /// loads by, whichever way their stores hand vectors over.
+    pub fn unblocked(mut self) -> Snapshot {
+        if let Some(block) = self.block.take() {
+            let dim = if block.scales.is_empty() { 0 } else { block.codes.len() / block.scales.len() };
+            block.split_into(&mut self.units, dim);
+        }
+        self
+    }
+}
+
 /// Int8 rows of several units back to back: `rows[i]` rows (of `dim` codes and one scale each) for the i-th unit.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowBlock {
