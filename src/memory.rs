@@ -10,6 +10,7 @@ mod answer;
 mod distill;
 mod shared;
 mod transfer;
+mod units;
 
 pub use crate::llm::PhaseCounters;
 pub use answer::{
@@ -166,8 +167,8 @@ pub struct Memory<S: Store, R: Runtime> {
     session_index: FxHashMap<String, u32>,
     /// Turn ids of each session (by session number), in sequence order.
     session_turns: Vec<Vec<u64>>,
-    turns: FxHashMap<u64, Turn>,
-    units: FxHashMap<u32, Unit>,
+    turns: crate::types::Turns,
+    units: units::UnitTable,
     vectors: VectorIndex,
     /// Episodes, facts, jobs and the segmentation buffer (see `memory/distill.rs`).
     distill: crate::distill::DistillState,
@@ -230,8 +231,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             sessions: Vec::new(),
             session_index: FxHashMap::default(),
             session_turns: Vec::new(),
-            turns: FxHashMap::default(),
-            units: FxHashMap::default(),
+            turns: Default::default(),
+            units: Default::default(),
             vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
             lexical_pending: Vec::new(),
@@ -242,42 +243,96 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             distill_epoch: 0,
             quarantined: snapshot.quarantined,
         };
-        let mut sessions = snapshot.sessions;
+        memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
+        memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
+        Ok(memory)
+    }
+
+    /// Takes in what a store loaded, into an empty state: sessions, turns (of known sessions), units and their
+    /// vectors; the units wait in `lexical_pending` for the BM25 index. Sized exactly, and the decoded turns become
+    /// the turn table without a copy: the wasm memory only grows, so every transient peak here stays.
+    fn fill(
+        &mut self,
+        mut sessions: Vec<Session>,
+        mut turns: crate::types::Turns,
+        mut units: Vec<StoredUnit>,
+        block: Option<crate::store::RowBlock>,
+    ) {
         sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
         for s in sessions {
-            memory.upsert_session(s);
+            self.upsert_session(s);
         }
+        turns.sort();
+        turns.retain(|t| self.session_index.contains_key(t.session));
         // Turns into their sessions, ordered by position: sort small (session, seq, id) keys, not the turns.
-        let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(snapshot.turns.len());
-        memory.turns.reserve(snapshot.turns.len());
-        for t in snapshot.turns {
-            if let Some(&n) = memory.session_index.get(&t.session) {
-                placed.push((n, t.seq, t.id));
-                memory.turns.insert(t.id, t);
+        let mut placed: Vec<(u32, u32, u64)> = Vec::with_capacity(turns.len());
+        placed.extend(turns.iter().filter_map(|t| Some((*self.session_index.get(t.session)?, t.seq, t.id))));
+        placed.sort_unstable();
+        // Each session's list sized exactly (pushing one by one leaves up to half of each unused).
+        let mut counts = vec![0usize; self.session_turns.len()];
+        placed.iter().for_each(|&(n, _, _)| counts[n as usize] += 1);
+        self.session_turns.iter_mut().zip(counts).for_each(|(list, c)| list.reserve_exact(c));
+        for (n, _, id) in placed {
+            self.session_turns[n as usize].push(id);
+        }
+        self.turns = turns;
+        self.units.reserve(units.len(), units.iter().map(|su| su.unit.turn_ids.len()).sum());
+        self.lexical_pending.reserve(units.len());
+        self.lexical.reserve(units.len());
+        if let Some(block) = block {
+            let total: usize = block.rows.iter().map(|&n| n as usize).sum();
+            let whole = block.rows.len() == units.len() && block.scales.len() == total && block.codes.len() == total * DIM;
+            if !whole || !self.vectors.is_empty() {
+                block.split_into(&mut units, DIM); // each unit checked below
+            } else {
+                self.fill_block(units, block, total);
+                return;
             }
         }
-        placed.sort_unstable();
-        for (n, _, id) in placed {
-            memory.session_turns[n as usize].push(id);
-        }
-        memory.units.reserve(snapshot.units.len());
-        memory.lexical_pending.reserve(snapshot.units.len());
-        for su in snapshot.units {
+        let rows: usize = units.iter().filter_map(|su| su.vectors.rows(DIM)).sum();
+        self.vectors.reserve(rows);
+        for su in units {
             if !su.vectors.is_whole(DIM) {
                 // Set aside like a record that does not decode: the rest opens.
-                memory.quarantined.push(crate::store::Quarantined {
+                self.quarantined.push(crate::store::Quarantined {
                     store: "vectors".into(),
                     key: format!("unit {}", su.unit.id),
                     reason: "a vector of the wrong length".into(),
                 });
                 continue;
             }
-            if let Some(id) = memory.place_unit(su) {
-                memory.lexical_pending.push(id);
+            if let Some(id) = self.place_unit(su) {
+                self.lexical_pending.push(id);
             }
         }
-        memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
-        Ok(memory)
+    }
+
+    /// The units of [`fill`](Self::fill) with their rows in one block of `total` rows: the block becomes the vector
+    /// index in place, the rows of units of unknown sessions squeezed out (as [`place_unit`](Self::place_unit)
+    /// skips them).
+    fn fill_block(&mut self, units: Vec<StoredUnit>, block: crate::store::RowBlock, total: usize) {
+        let crate::store::RowBlock { mut codes, mut scales, rows } = block;
+        let (mut owners, mut sessions) = (Vec::with_capacity(total), Vec::with_capacity(total));
+        let (mut read, mut write) = (0usize, 0usize);
+        for (su, n) in units.into_iter().zip(rows) {
+            let n = n as usize;
+            if let Some(&s) = self.session_index.get(&su.unit.session) {
+                if read != write {
+                    codes.copy_within(read * DIM..(read + n) * DIM, write * DIM);
+                    scales.copy_within(read..read + n, write);
+                }
+                owners.extend(std::iter::repeat_n(su.unit.id, n));
+                sessions.extend(std::iter::repeat_n(s, n));
+                write += n;
+                self.lexical_pending.push(su.unit.id);
+                self.units.push(su.unit.id, s, &su.unit.turn_ids);
+            }
+            read += n;
+        }
+        self.units.sort();
+        codes.truncate(write * DIM);
+        scales.truncate(write);
+        self.vectors.extend_int8(codes, scales, owners, sessions);
     }
 
     pub fn device(&self) -> Device {
@@ -320,19 +375,19 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let &n = self.session_index.get(&su.unit.session)?;
         self.vectors.push(su.unit.id, n, &su.vectors);
         let id = su.unit.id;
-        self.units.insert(id, su.unit);
+        self.units.insert(id, n, &su.unit.turn_ids);
         Some(id)
     }
 
     /// Adds a stored unit to the BM25 index (no-op if it was removed meanwhile).
     fn index_unit_lexically(&mut self, id: u32) {
         let Some(unit) = self.units.get(&id) else { return };
-        let Some(&n) = self.session_index.get(&unit.session) else { return };
+        let n = unit.session;
         // BM25 indexes the words of `unit_text` without building it: its separators are not alphanumeric.
         let turns = &self.turns;
         let parts = unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
-            let caption = t.caption.as_deref();
-            [Some(t.speaker.as_str()), Some(t.text.as_str()), caption.map(|_| "The image Caption"), caption]
+            let caption = t.caption;
+            [Some(t.speaker), Some(t.text), caption.map(|_| "The image Caption"), caption]
         });
         self.lexical.insert_parts(id, n, parts.flatten());
     }
@@ -350,7 +405,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn remove_unit(&mut self, id: u32) {
-        if self.units.remove(&id).is_some() {
+        if self.units.remove(&id) {
             self.vectors.remove(id);
             self.lexical.remove(id);
         }
@@ -446,10 +501,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let old_ids: Vec<u64> = existing.map(|n| self.session_turns[n].clone()).unwrap_or_default();
         let open_unit =
             if old_ids.len() % size != 0 { self.unit_containing(*old_ids.last().unwrap_or(&0)) } else { None };
-        let mut pending: Vec<&Turn> = Vec::new();
-        if let Some(u) = &open_unit {
-            pending.extend(u.turn_ids.iter().filter_map(|id| self.turns.get(id)));
-        }
+        let reopened: Vec<Turn> = open_unit
+            .iter()
+            .flat_map(|u| u.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.to_turn()))
+            .collect();
+        let mut pending: Vec<&Turn> = reopened.iter().collect();
         pending.extend(new_turns.iter());
         let groups: Vec<Vec<&Turn>> = pending.chunks(size).map(|c| c.to_vec()).collect();
         let texts: Vec<String> =
@@ -494,7 +550,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let turn_ids: Vec<u64> = new_turns.iter().map(|t| t.id).collect();
         for t in new_turns {
             self.session_turns[n].push(t.id);
-            self.turns.insert(t.id, t);
+            self.turns.push(t);
         }
         let units_embedded = stored.len();
         for su in stored {
@@ -504,7 +560,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn unit_containing(&self, turn: u64) -> Option<Unit> {
-        self.units.values().find(|u| u.turn_ids.contains(&turn)).cloned()
+        let unit = self.units.iter().find(|u| u.turn_ids.contains(&turn))?;
+        Some(unit.to_unit(&self.sessions.get(unit.session as usize)?.id))
     }
 
     /// The query's vector, as `recall` embeds it.
@@ -638,8 +695,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                     units.push(RecalledUnit {
                         id: unit.id,
                         score,
-                        turn_ids: unit.turn_ids.clone(),
-                        text: self.unit_text(unit),
+                        turn_ids: unit.turn_ids.to_vec(),
+                        text: self.unit_text(unit.turn_ids),
                     });
                 }
                 Some(RecalledSession {
@@ -662,8 +719,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         RecallResult { query: query.into(), expansion: None, sessions, context, context_tokens, device: self.device() }
     }
 
-    fn unit_text(&self, unit: &Unit) -> String {
-        unit.turn_ids.iter().filter_map(|id| self.turns.get(id)).map(Turn::unit_text).collect::<Vec<_>>().join("\n")
+    fn unit_text(&self, turn_ids: &[u64]) -> String {
+        turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.unit_text()).collect::<Vec<_>>().join("\n")
     }
 
     /// A session as clean text under its date header.
@@ -678,7 +735,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 out.push('\n');
                 let text = crate::text::relative::anchor_relative_dates(&t.text, t.time);
                 out.push_str(&format!("{}: {}", crate::text::single_line(&t.speaker), crate::text::single_line(&text)));
-                if let Some(c) = &t.caption {
+                if let Some(c) = t.caption {
                     out.push_str(&format!(" [shared an image: {}]", crate::text::single_line(c)));
                 }
             }
@@ -689,7 +746,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// The turns of a session, in order.
     pub fn session_turns(&self, id: &str) -> Vec<Turn> {
         let Some(&n) = self.session_index.get(id) else { return Vec::new() };
-        self.session_turns[n as usize].iter().filter_map(|t| self.turns.get(t)).cloned().collect()
+        self.session_turns[n as usize].iter().filter_map(|t| self.turns.get(t)).map(|t| t.to_turn()).collect()
     }
 
     /// Sessions, oldest first.

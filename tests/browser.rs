@@ -56,10 +56,10 @@ async fn indexeddb_round_trip() {
         ..Default::default()
     };
     store.write(batch.clone()).await.expect("write");
-    let loaded = store.load().await.expect("load");
+    let loaded = store.load().await.expect("load").unblocked();
     assert_eq!(loaded.meta, Some(meta));
     assert_eq!(loaded.sessions, batch.sessions);
-    assert_eq!(loaded.turns, batch.turns);
+    assert_eq!(loaded.turns.to_vec(), batch.turns);
     // Vectors come back as stored: int8 with one scale per row, within half a quantisation step of the floats.
     assert_eq!(loaded.units.len(), 1);
     assert_eq!(loaded.units[0].unit, batch.units[0].unit);
@@ -67,9 +67,9 @@ async fn indexeddb_round_trip() {
     assert!(matches!(loaded.units[0].vectors, loci::store::Rows::Int8 { .. }));
     assert!(back.iter().zip([0.6, 0.8, -1.0, 0.0]).all(|(a, b)| (a - b).abs() < 0.005), "{back:?}");
     store.write(WriteBatch { delete_units: vec![1], ..Default::default() }).await.expect("delete");
-    assert!(store.load().await.unwrap().units.is_empty());
+    assert!(store.load().await.unwrap().unblocked().units.is_empty());
     store.clear().await.expect("clear");
-    assert_eq!(store.load().await.unwrap(), Default::default());
+    assert_eq!(store.load().await.unwrap().unblocked(), Default::default());
     store.close();
 }
 

@@ -93,7 +93,7 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
     // number of units; turns, units and vectors arrive as chunk records (schema 4), so the records read are the
     // sessions plus a few hundred chunks, not one per turn and per unit.
     reset();
-    let snapshot = store.load().await.expect("load");
+    let snapshot = store.load().await.expect("load").unblocked();
     assert_eq!(snapshot.units.len(), N as usize);
     assert_eq!(snapshot.turns.len(), 2 * N as usize);
     let sessions = N / PER_SESSION;
@@ -103,8 +103,9 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
     assert!(count("records") <= sessions + chunks, "{} records read", count("records"));
     let u = &snapshot.units[12_345];
     assert_eq!(u.unit.turn_ids, vec![2 * u.unit.id as u64 - 1, 2 * u.unit.id as u64]);
-    assert_eq!(snapshot.turns[2 * 12_345].id, 2 * 12_345 + 1);
-    assert_eq!(snapshot.turns[2 * 12_345].text, format!("turn {}", 2 * 12_345 + 1));
+    let t = snapshot.turns.iter().nth(2 * 12_345).expect("turn");
+    assert_eq!(t.id, 2 * 12_345 + 1);
+    assert_eq!(t.text, format!("turn {}", 2 * 12_345 + 1));
     let back = u.vectors.to_f32(DIM);
     assert!((back[u.unit.id as usize % DIM] - 1.0).abs() < 0.01, "unit {} vector is not its own", u.unit.id);
 
@@ -127,11 +128,11 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
         .expect("write one");
     assert!(count("vectorRequests") <= 4, "{} vector requests for one unit", count("vectorRequests"));
     assert!(count("requests") <= 8, "{} requests for one unit", count("requests"));
-    let snapshot = store.load().await.expect("reload");
+    let snapshot = store.load().await.expect("reload").unblocked();
     assert_eq!(snapshot.units.len(), N as usize);
     assert!(snapshot.units.iter().any(|u| u.unit.id == N + 1) && !snapshot.units.iter().any(|u| u.unit.id == N));
     assert_eq!(snapshot.turns.len(), 2 * N as usize);
-    assert_eq!(snapshot.turns.last().map(|t| t.id), Some(2 * N as u64 + 1));
+    assert_eq!(snapshot.turns.iter().last().map(|t| t.id), Some(2 * N as u64 + 1));
     assert!(!snapshot.turns.iter().any(|t| t.id == 2 * N as u64));
     store.close();
     IdbStore::delete("t-bulk").await.expect("delete");
@@ -165,10 +166,10 @@ async fn a_schema_1_database_is_migrated_to_vector_chunks() {
     wasm_bindgen_futures::JsFuture::from(promise).await.expect("create a schema-1 database");
 
     let store = IdbStore::open("t-v1").await.expect("open");
-    let first = store.load().await.expect("load schema 1");
+    let first = store.load().await.expect("load schema 1").unblocked();
     assert_eq!(first.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
     assert_eq!(first.units[0].vectors, Rows::F32(vec![0.6, 0.8]));
-    let again = store.load().await.expect("load migrated");
+    let again = store.load().await.expect("load migrated").unblocked();
     assert_eq!(again.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
     assert!(matches!(again.units[0].vectors, Rows::Int8 { .. }), "vectors moved into a chunk");
     let back = again.units[0].vectors.to_f32(2);
@@ -282,8 +283,8 @@ async fn distillation_and_deletions_persist_as_in_memstore() {
         store.write(batch.clone()).await.expect("idb write");
         reference.write(batch).await.expect("mem write");
     }
-    let loaded = store.load().await.expect("load");
-    assert_eq!(loaded, reference.load().await.unwrap());
+    let loaded = store.load().await.expect("load").unblocked();
+    assert_eq!(loaded, reference.load().await.unwrap().unblocked());
     assert_eq!(loaded.distill.episodes.len(), 2);
     assert_eq!(loaded.distill.facts[2].supersedes, vec![2]);
     assert_eq!(loaded.distill.episodes[0].vector, vec![0.6, 0.8], "vectors round-trip as packed bytes");
@@ -302,8 +303,8 @@ async fn distillation_and_deletions_persist_as_in_memstore() {
     reference.write(forget).await.expect("mem forget");
     store.close();
     let store = IdbStore::open("t-distill").await.expect("reopen");
-    let after = store.load().await.expect("load after forget");
-    assert_eq!(after, reference.load().await.unwrap());
+    let after = store.load().await.expect("load after forget").unblocked();
+    assert_eq!(after, reference.load().await.unwrap().unblocked());
     assert_eq!(after.sessions.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), vec!["a"]);
     assert_eq!(after.turns.iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2]);
     assert_eq!(after.distill.episodes.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
@@ -322,7 +323,7 @@ async fn distillation_and_deletions_persist_as_in_memstore() {
         ..Default::default()
     };
     store.write(bad).await.expect_err("a damaged vector");
-    assert_eq!(store.load().await.unwrap(), after);
+    assert_eq!(store.load().await.unwrap().unblocked(), after);
     store.close();
     IdbStore::delete("t-distill").await.expect("delete");
 }
@@ -356,7 +357,7 @@ async fn a_schema_2_database_gains_the_distillation_stores() {
     wasm_bindgen_futures::JsFuture::from(promise).await.expect("create a schema-2 database");
 
     let store = IdbStore::open("t-v2").await.expect("open");
-    let first = store.load().await.expect("load schema 2");
+    let first = store.load().await.expect("load schema 2").unblocked();
     assert_eq!(first.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
     assert_eq!(first.turns.len(), 1);
     assert_eq!(first.distill, Default::default());
@@ -365,7 +366,7 @@ async fn a_schema_2_database_gains_the_distillation_stores() {
     for b in batches {
         store.write(b).await.expect("distillation writes into the new stores");
     }
-    let again = store.load().await.expect("load migrated");
+    let again = store.load().await.expect("load migrated").unblocked();
     assert_eq!(again.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
     assert_eq!(again.distill.episodes.len(), 2);
     store.close();
@@ -415,17 +416,17 @@ async fn a_schema_3_database_is_packed_into_chunks() {
 
     install_counter();
     let store = IdbStore::open("t-v3").await.expect("open");
-    let first = store.load().await.expect("load schema 3");
+    let first = store.load().await.expect("load schema 3").unblocked();
     assert_eq!(first.meta.as_ref().map(|m| m.schema), Some(SCHEMA_VERSION));
     assert_eq!(first.turns.iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2, 3]);
-    assert_eq!(first.turns[1].caption.as_deref(), Some("a pot"));
+    assert_eq!(first.turns.to_vec()[1].caption.as_deref(), Some("a pot"));
     assert_eq!(first.units.iter().map(|u| u.unit.turn_ids.clone()).collect::<Vec<_>>(), vec![vec![1, 2], vec![3]]);
     let back = first.units[0].vectors.to_f32(2);
     assert!((back[0] - 0.6).abs() < 0.01 && (back[1] - 0.8).abs() < 0.01, "{back:?}");
 
     // Reopened: the same content, read from chunks alone; the old stores are empty.
     reset();
-    let again = store.load().await.expect("load migrated");
+    let again = store.load().await.expect("load migrated").unblocked();
     assert_eq!(again, first);
     assert!(count("requests") <= 8, "{} requests", count("requests"));
     assert!(count("records") <= 3, "{} records: one session, one turn chunk, one vector chunk", count("records"));
@@ -438,7 +439,7 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     let stored = WriteBatch {
         meta: Some(again.meta.clone().unwrap()),
         sessions: again.sessions.clone(),
-        turns: again.turns.clone(),
+        turns: again.turns.to_vec(),
         units: again.units.clone(),
         ..Default::default()
     };
@@ -471,7 +472,7 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     .await;
     assert_eq!(counts.as_f64(), Some(0.0), "the schema-3 stores are emptied");
     let store = IdbStore::open("t-v3").await.expect("reopen");
-    assert_eq!(store.load().await.unwrap(), reference.load().await.unwrap());
+    assert_eq!(store.load().await.unwrap().unblocked(), reference.load().await.unwrap().unblocked());
     store.close();
 
     // Turn chunks are stored as UTF-8 JSON bytes; a chunk as earlier builds wrote it (the JSON as a string) still
@@ -497,7 +498,7 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     .await;
     assert_eq!(kind.as_string().as_deref(), Some("bytes"));
     let store = IdbStore::open("t-v3").await.expect("reopen");
-    assert_eq!(store.load().await.unwrap(), reference.load().await.unwrap(), "a string turn chunk reads the same");
+    assert_eq!(store.load().await.unwrap().unblocked(), reference.load().await.unwrap().unblocked(), "a string turn chunk reads the same");
     store.close();
     IdbStore::delete("t-v3").await.expect("delete");
 }
@@ -623,11 +624,11 @@ async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
     }
     // The plaintext store is the reference (it holds vectors as int8, as the encrypted one does); it holds what
     // MemStore holds.
-    let expected = plain.load().await.expect("plaintext load");
-    let mem = reference.load().await.unwrap();
+    let expected = plain.load().await.expect("plaintext load").unblocked();
+    let mem = reference.load().await.unwrap().unblocked();
     assert_eq!((&expected.sessions, &expected.turns, &expected.distill), (&mem.sessions, &mem.turns, &mem.distill));
     assert_eq!(expected.units.len(), 4);
-    assert_eq!(store.load().await.expect("encrypted load"), expected);
+    assert_eq!(store.load().await.expect("encrypted load").unblocked(), expected);
     plain.close();
     store.close();
 
@@ -647,7 +648,7 @@ async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
     IdbStore::check_key("t-enc", Some(&key)).await.expect("the right key checks");
     assert_eq!(IdbStore::check_key("t-enc", None).await.err().map(|e| e.code()), Some("BAD_KEY"));
     let store = IdbStore::open_with("t-enc", Default::default(), Some(&key)).await.expect("reopen");
-    assert_eq!(store.load().await.unwrap(), expected, "reopened with the key, unchanged");
+    assert_eq!(store.load().await.unwrap().unblocked(), expected, "reopened with the key, unchanged");
 
     // Changing the key: the old one no longer opens it, the new one does, and the content is the same.
     let next = passphrase("a new passphrase");
@@ -657,7 +658,7 @@ async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
     let old = IdbStore::open_with("t-enc", Default::default(), Some(&key)).await;
     assert_eq!(old.err().map(|e| e.code()), Some("BAD_KEY"));
     let store = IdbStore::open_with("t-enc", Default::default(), Some(&next)).await.expect("open with the new key");
-    assert_eq!(store.load().await.unwrap(), expected);
+    assert_eq!(store.load().await.unwrap().unblocked(), expected);
 
     // Emptied (forgetAll), it stays encrypted under the same key.
     store.clear().await.expect("clear");
@@ -666,7 +667,7 @@ async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
     let none = IdbStore::open("t-enc").await;
     assert_eq!(none.err().map(|e| e.code()), Some("BAD_KEY"));
     let store = IdbStore::open_with("t-enc", Default::default(), Some(&next)).await.expect("open after clear");
-    assert_eq!(store.load().await.unwrap().turns.len(), 6);
+    assert_eq!(store.load().await.unwrap().unblocked().turns.len(), 6);
     store.close();
     for name in ["t-plain-canary", "t-enc"] {
         IdbStore::delete(name).await.expect("delete");
@@ -681,7 +682,7 @@ async fn tampered_records_are_set_aside_and_the_rest_opens() {
     for batch in canary_batches() {
         store.write(batch).await.expect("write");
     }
-    let expected = store.load().await.unwrap();
+    let expected = store.load().await.unwrap().unblocked();
     store.close();
     // Flip a byte of the turn chunk 0's ciphertext; swap the two vector chunks; swap the sealed contents of
     // episodes 1 and 2 (their ids stay).
@@ -706,7 +707,7 @@ async fn tampered_records_are_set_aside_and_the_rest_opens() {
     )
     .await;
     let store = IdbStore::open_with("t-tamper", Default::default(), Some(&key)).await.expect("reopen");
-    let loaded = store.load().await.expect("the rest opens");
+    let loaded = store.load().await.expect("the rest opens").unblocked();
     let mut set_aside: Vec<(String, String)> =
         loaded.quarantined.iter().map(|q| (q.store.clone(), q.key.clone())).collect();
     set_aside.sort();

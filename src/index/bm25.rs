@@ -21,14 +21,53 @@ pub const K1: f32 = 1.2;
 /// effect, chosen from 0.4/0.75/0.9).
 pub const B: f32 = 0.4;
 
-/// One indexed unit.
+/// One indexed unit. Its terms are found in the postings only: a second, per-document copy of every (term,
+/// frequency) pair doubled the index (~18 MB of the wasm heap at 100,000 units), and only removal and feedback
+/// expansion read it, which a scan of the postings serves (see [`Bm25Index::remove`], [`Bm25Index::expansion_into`]).
 #[derive(Debug, Clone)]
 struct Doc {
     unit: u32,
     session: u32,
     len: u32,
-    /// (term, frequency), each term once.
-    terms: Vec<(u32, u16)>,
+}
+
+/// The documents holding one term, in two arrays (6 bytes a posting, where `(u32, u16)` pairs take 8).
+#[derive(Debug, Clone, Default)]
+struct Postings {
+    docs: Vec<u32>,
+    tfs: Vec<u16>,
+}
+
+impl Postings {
+    fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    fn push(&mut self, doc: u32, tf: u16) {
+        self.docs.push(doc);
+        self.tfs.push(tf);
+    }
+
+    /// (document, frequency) pairs.
+    fn iter(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.docs.iter().copied().zip(self.tfs.iter().copied())
+    }
+
+    /// Drops document `gone` and renames document `moved` to `gone` (a swap-remove), keeping the order.
+    fn swap_remove_doc(&mut self, gone: u32, moved: u32) {
+        let mut kept = 0;
+        for i in 0..self.docs.len() {
+            let d = self.docs[i];
+            if d == gone {
+                continue;
+            }
+            self.docs[kept] = if d == moved { gone } else { d };
+            self.tfs[kept] = self.tfs[i];
+            kept += 1;
+        }
+        self.docs.truncate(kept);
+        self.tfs.truncate(kept);
+    }
 }
 
 /// An inverted index over units. Document numbers are dense (`0..len()`) and change on removal (swap-remove).
@@ -36,7 +75,7 @@ struct Doc {
 pub struct Bm25Index {
     vocab: Vocab,
     /// Per term: (document, frequency).
-    postings: Vec<Vec<(u32, u16)>>,
+    postings: Vec<Postings>,
     docs: Vec<Doc>,
     doc_of_unit: FxHashMap<u32, u32>,
     total_len: u64,
@@ -91,6 +130,12 @@ impl Bm25Index {
         self.doc_of_unit.get(&unit).map(|&d| d as usize)
     }
 
+    /// Makes room for `units` more documents (at open the count is known).
+    pub fn reserve(&mut self, units: usize) {
+        self.docs.reserve_exact(units);
+        self.doc_of_unit.reserve(units);
+    }
+
     /// Indexes `text` as `unit` of `session` (replacing an earlier version of the unit). Allocates only for terms
     /// new to the vocabulary and the document's term list.
     pub fn insert(&mut self, unit: u32, session: u32, text: &str) {
@@ -125,7 +170,7 @@ impl Bm25Index {
                                 None => {
                                     let id = self.vocab.len() as u32;
                                     self.vocab.insert(stemmed.clone(), id);
-                                    self.postings.push(Vec::new());
+                                    self.postings.push(Postings::default());
                                     id
                                 }
                             }
@@ -141,23 +186,19 @@ impl Bm25Index {
         }
         let len = ids.len() as u32;
         ids.sort_unstable();
-        // Sized exactly (terms live as long as the index): count the distinct ids of the sorted list first.
-        let distinct = ids.windows(2).filter(|w| w[0] != w[1]).count() + !ids.is_empty() as usize;
-        let mut terms: Vec<(u32, u16)> = Vec::with_capacity(distinct);
-        for &id in &ids {
-            match terms.last_mut() {
-                Some((t, c)) if *t == id => *c = c.saturating_add(1),
-                _ => terms.push((id, 1)),
-            }
+        let d = self.docs.len() as u32;
+        // Each distinct term of the sorted list once, with its count.
+        let mut i = 0;
+        while i < ids.len() {
+            let t = ids[i];
+            let run = ids[i..].iter().take_while(|&&x| x == t).count();
+            self.postings[t as usize].push(d, run.min(u16::MAX as usize) as u16);
+            i += run;
         }
         self.scratch_ids = ids;
-        let d = self.docs.len() as u32;
-        for &(t, tf) in &terms {
-            self.postings[t as usize].push((d, tf));
-        }
         self.total_len += len as u64;
         self.doc_of_unit.insert(unit, d);
-        self.docs.push(Doc { unit, session, len, terms });
+        self.docs.push(Doc { unit, session, len });
     }
 
     /// Removes a unit (no-op when absent). Swap-remove: the last document takes its number.
@@ -167,18 +208,14 @@ impl Bm25Index {
         };
         let doc = self.docs.swap_remove(d as usize);
         self.total_len -= doc.len as u64;
-        for &(t, _) in &doc.terms {
-            self.postings[t as usize].retain(|&(x, _)| x != d);
-        }
         let moved = self.docs.len() as u32; // the old number of the document now at `d`
+        // Every posting list is scanned (documents keep no term list of their own): one pass over the postings,
+        // a few milliseconds at 100,000 units, once per removed unit.
+        for p in &mut self.postings {
+            p.swap_remove_doc(d, moved);
+        }
         if d != moved {
-            let m = &self.docs[d as usize];
-            for &(t, _) in &m.terms {
-                for p in self.postings[t as usize].iter_mut().filter(|p| p.0 == moved) {
-                    p.0 = d;
-                }
-            }
-            self.doc_of_unit.insert(m.unit, d);
+            self.doc_of_unit.insert(self.docs[d as usize].unit, d);
         }
     }
 
@@ -187,9 +224,22 @@ impl Bm25Index {
         *self = Self::default();
     }
 
-    /// Terms of a document: (term, frequency), each term once.
-    pub fn doc_terms(&self, doc: usize) -> &[(u32, u16)] {
-        &self.docs[doc].terms
+    /// Terms of each of `docs` (document numbers, in that order, distinct): (term, frequency) in term order, as
+    /// indexed. One scan of the postings.
+    fn terms_of(&self, docs: &[usize]) -> Vec<Vec<(u32, u16)>> {
+        let mut slot = vec![u32::MAX; self.docs.len()];
+        for (i, &d) in docs.iter().enumerate() {
+            slot[d] = i as u32;
+        }
+        let mut out = vec![Vec::new(); docs.len()];
+        for (t, p) in self.postings.iter().enumerate() {
+            for (d, tf) in p.iter() {
+                if let Some(&i) = slot.get(d as usize).filter(|&&i| i != u32::MAX) {
+                    out[i as usize].push((t as u32, tf));
+                }
+            }
+        }
+        out
     }
 
     /// Length of a document in tokens (after stopwords).
@@ -235,7 +285,7 @@ impl Bm25Index {
         let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
         for &(t, qtf) in &query.terms {
             let w = self.idf(t) * qtf as f32;
-            for &(d, tf) in &self.postings[t as usize] {
+            for (d, tf) in self.postings[t as usize].iter() {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
                 out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
@@ -265,7 +315,7 @@ impl Bm25Index {
         let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
         for &(t, qw) in terms {
             let w = self.idf(t) * qw;
-            for &(d, tf) in &self.postings[t as usize] {
+            for (d, tf) in self.postings[t as usize].iter() {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
                 out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
@@ -317,12 +367,20 @@ impl Bm25Index {
     ) {
         out.clear();
         acc.resize(self.postings.len(), 0.0);
+        let mut wanted: Vec<usize> = Vec::with_capacity(docs.len());
+        for &(d, w) in docs {
+            if w > 0.0 && self.docs.get(d).is_some_and(|doc| doc.len > 0) && !wanted.contains(&d) {
+                wanted.push(d);
+            }
+        }
+        let terms = self.terms_of(&wanted);
         for &(d, w) in docs {
             let Some(doc) = self.docs.get(d) else { continue };
             if w <= 0.0 || doc.len == 0 {
                 continue;
             }
-            for &(t, tf) in &doc.terms {
+            let Some(i) = wanted.iter().position(|&x| x == d) else { continue };
+            for &(t, tf) in &terms[i] {
                 if self.postings[t as usize].len() < 2 {
                     continue;
                 }
@@ -362,7 +420,7 @@ impl Bm25Index {
         let avg = (len.iter().sum::<f32>() / n).max(1.0);
         for &(t, qtf) in &query.terms {
             tf.iter_mut().for_each(|x| *x = 0.0);
-            for &(d, f) in &self.postings[t as usize] {
+            for (d, f) in self.postings[t as usize].iter() {
                 let s = self.docs[d as usize].session as usize;
                 if s < sessions {
                     tf[s] += f as f32;

@@ -163,6 +163,46 @@ impl VectorIndex {
         self.data.len() * 4 + self.codes.len() + self.scales.len() * 4 + self.owners.len() * 8
     }
 
+    /// Makes room for `rows` more rows, exactly: at open the count is known, and growing by doubling would leave up
+    /// to half of the largest buffer of a memory unused (the wasm memory never shrinks).
+    pub fn reserve(&mut self, rows: usize) {
+        match self.precision {
+            Precision::F32 => self.data.reserve_exact(rows * self.dim),
+            Precision::Int8 => {
+                self.codes.reserve_exact(rows * self.dim);
+                self.scales.reserve_exact(rows);
+            }
+        }
+        self.owners.reserve_exact(rows);
+        self.sessions.reserve_exact(rows);
+    }
+
+    /// Appends int8 rows given back to back with their owners and sessions (one each per row). An empty int8 index
+    /// takes the buffers as they are: at open, the store's buffer becomes the index without a second copy.
+    pub fn extend_int8(&mut self, codes: Vec<i8>, scales: Vec<f32>, owners: Vec<u32>, sessions: Vec<u32>) {
+        let n = scales.len();
+        if codes.len() != n * self.dim || owners.len() != n || sessions.len() != n {
+            debug_assert!(false, "damaged rows");
+            return;
+        }
+        match self.precision {
+            Precision::Int8 if self.owners.is_empty() => {
+                (self.codes, self.scales, self.owners, self.sessions) = (codes, scales, owners, sessions);
+            }
+            Precision::Int8 => {
+                self.codes.extend_from_slice(&codes);
+                self.scales.extend_from_slice(&scales);
+                self.owners.extend_from_slice(&owners);
+                self.sessions.extend_from_slice(&sessions);
+            }
+            Precision::F32 => {
+                self.data.extend(Rows::Int8 { codes, scales }.to_f32(self.dim));
+                self.owners.extend_from_slice(&owners);
+                self.sessions.extend_from_slice(&sessions);
+            }
+        }
+    }
+
     /// Appends the rows of `unit` of `session`, converting them to this index's precision. Rows that are not
     /// whole rows of `dim` are ignored (the caller validates first).
     pub fn push(&mut self, unit: u32, session: u32, rows: &Rows) {
@@ -361,6 +401,34 @@ mod tests {
             let mut owned: Vec<(u32, u32)> = ix.owners().iter().copied().zip(ix.sessions().iter().copied()).collect();
             owned.sort();
             assert_eq!(owned, vec![(1, 10), (3, 30)]);
+        }
+    }
+
+    #[test]
+    fn int8_rows_taken_whole_score_as_pushed_ones() {
+        let rows: Vec<Vec<f32>> = vec![vec![1.0, 0.0], vec![0.6, 0.8], vec![0.0, -1.0]];
+        let mut pushed = VectorIndex::new(2);
+        let (mut codes, mut scales) = (Vec::new(), Vec::new());
+        for (i, r) in rows.iter().enumerate() {
+            pushed.push(i as u32 + 1, 7, &Rows::F32(r.clone()));
+            scales.push(quantize_into(r, &mut codes));
+        }
+        for precision in [Precision::Int8, Precision::F32] {
+            let mut taken = VectorIndex::with_precision(2, precision);
+            taken.extend_int8(codes.clone(), scales.clone(), vec![1, 2, 3], vec![7; 3]);
+            // Appending to a non-empty index keeps what was there.
+            taken.extend_int8(codes[..2].to_vec(), scales[..1].to_vec(), vec![4], vec![8]);
+            assert_eq!(taken.owners(), [1, 2, 3, 4]);
+            assert_eq!(taken.sessions(), [7, 7, 7, 8]);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            pushed.scores_into(&[0.6, 0.8], &mut a);
+            taken.scores_into(&[0.6, 0.8], &mut b);
+            if precision == Precision::Int8 {
+                assert_eq!(&b[..3], &a[..], "the same codes give the same scores");
+            } else {
+                assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 0.01), "{a:?} {b:?}");
+            }
+            assert_eq!(b[3], b[0]);
         }
     }
 

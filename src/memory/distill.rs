@@ -220,7 +220,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut ended: Vec<String> = meta
             .pending
             .iter()
-            .filter_map(|id| self.turns.get(id).map(|t| t.session.clone()))
+            .filter_map(|id| self.turns.get(id).map(|t| t.session.to_string()))
             .filter(|s| s != session)
             .collect();
         ended.sort();
@@ -273,7 +273,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Err(Error::invalid("distillation is off: open the memory with a `distill` option"));
         }
         let mut sessions: Vec<String> =
-            self.distill.meta.pending.iter().filter_map(|id| self.turns.get(id).map(|t| t.session.clone())).collect();
+            self.distill.meta.pending.iter().filter_map(|id| self.turns.get(id).map(|t| t.session.to_string())).collect();
         sessions.sort();
         sessions.dedup();
         let mut w = DistillWrite::default();
@@ -330,12 +330,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 .pending
                 .iter()
                 .copied()
-                .filter(|id| self.turns.get(id).is_some_and(|t| &t.session == session))
+                .filter(|id| self.turns.get(id).is_some_and(|t| t.session == session))
                 .collect(),
             JobKind::Narrate { groups } => groups.iter().flatten().copied().collect(),
             JobKind::Distill { items } => items.iter().flat_map(|i| i.turn_ids.iter().copied()).collect(),
         };
-        let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.clone()))).collect();
+        let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.to_turn()))).collect();
         let tokenizer = self.embedder.shared_tokenizer();
         Some(JobTicket { job, state: self.distill.clone(), turns, config, epoch: self.distill_epoch, now, tokenizer })
     }
@@ -417,7 +417,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             };
             let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
             for t in meta.pending.iter().filter_map(|id| self.turns.get(id)) {
-                *counts.entry(t.session.as_str()).or_default() += 1;
+                *counts.entry(t.session).or_default() += 1;
             }
             let due: Vec<String> = counts
                 .into_iter()
@@ -552,7 +552,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// and its unit, whose other turn is embedded again alone. The facts go first, each in its own write, then the
     /// turn in one: a crash in between leaves a state that a second `forget_turn` completes.
     pub async fn forget_turn(&mut self, id: u64) -> Result<()> {
-        let Some(turn) = self.turns.get(&id).cloned() else { return Err(Error::NotFound(format!("turn {id}"))) };
+        let Some(turn) = self.turns.get(&id).map(|t| t.to_turn()) else { return Err(Error::NotFound(format!("turn {id}"))) };
         let citing: Vec<u64> = self.distill.facts.values().filter(|f| f.turn_ids.contains(&id)).map(|f| f.id).collect();
         for fact in citing {
             if self.distill.facts.contains_key(&fact) {
@@ -563,8 +563,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Err(Error::NotFound(format!("session {}", turn.session)));
         };
         let mut meta = self.meta.clone();
-        let unit = self.units.values().find(|u| u.turn_ids.contains(&id)).cloned();
-        let rest: Vec<&Turn> = unit
+        let unit = self.unit_containing(id);
+        let rest: Vec<crate::types::TurnRef> = unit
             .iter()
             .flat_map(|u| u.turn_ids.iter())
             .filter(|&&t| t != id)
@@ -610,7 +610,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     pub async fn forget_session(&mut self, id: &str) -> Result<()> {
         let Some(&n) = self.session_index.get(id) else { return Err(Error::NotFound(format!("session {id}"))) };
         let turns: HashSet<u64> = self.session_turns[n as usize].iter().copied().collect();
-        let units: Vec<u32> = self.units.values().filter(|u| u.session == id).map(|u| u.id).collect();
+        let units: Vec<u32> = self.units.iter().filter(|u| u.session == n).map(|u| u.id).collect();
         let batch = WriteBatch {
             delete_units: units,
             delete_turns: turns.iter().copied().collect(),
@@ -638,22 +638,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.vectors = crate::index::VectorIndex::with_precision(crate::embed::DIM, self.config.vectors);
         self.lexical.clear();
         self.lexical_pending.clear();
-        let mut sessions = snapshot.sessions;
-        sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
-        for s in sessions {
-            self.upsert_session(s);
-        }
-        let mut turns = snapshot.turns;
-        turns.sort_by_key(|t| (t.seq, t.id));
-        for t in turns {
-            if let Some(&n) = self.session_index.get(&t.session) {
-                self.session_turns[n as usize].push(t.id);
-                self.turns.insert(t.id, t);
-            }
-        }
-        for su in snapshot.units {
-            self.insert_unit(StoredUnit { unit: su.unit, vectors: su.vectors });
-        }
+        self.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
+        // Indexed now, in unit order, as inserting them one by one did.
+        self.index_lexical(usize::MAX);
         self.distill = DistillState::from_records(snapshot.distill);
         Ok(())
     }

@@ -34,12 +34,12 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::seal::{KeySource, Sealer};
 use super::{
-    Meta, Quarantined, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK,
+    Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK,
 };
 use crate::embed::DIM;
 use crate::error::{Error, Result};
 use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
-use crate::types::{Session, Turn, Unit};
+use crate::types::{Session, Turn, Turns, Unit};
 
 /// IndexedDB version: 1 had four stores, 2 added `vectors`, 3 the distillation stores, 4 `turnChunks`.
 const DB_VERSION: u32 = 4;
@@ -831,10 +831,11 @@ impl IdbStore {
         let mut quarantined = Vec::new();
         let keys: Vec<String> = turn_keys.iter().map(key_text).collect();
         let opened = join_all(keys.iter().zip(&turn_chunks).map(|(k, r)| sealer.open(TURN_CHUNKS, k, r))).await;
-        let mut turns = Vec::new();
+        // Each chunk's turns go into the compact table and are dropped before the next chunk is decoded.
+        let mut turns = Turns::with_capacity(keys.len() * TURN_CHUNK as usize);
         for (key, plain) in keys.into_iter().zip(opened) {
             match plain.and_then(|b| parse_turn_bytes(&b)) {
-                Ok(mut t) => turns.append(&mut t),
+                Ok(t) => t.into_iter().for_each(|t| turns.push(t)),
                 Err(e) => quarantined.push(unopened(TURN_CHUNKS, key, e)),
             }
         }
@@ -842,16 +843,29 @@ impl IdbStore {
         let keys: Vec<String> = vector_keys.iter().map(key_text).collect();
         let opened = join_all(keys.iter().zip(&vector_chunks).map(|(k, r)| sealer.open(VECTORS, k, r))).await;
         drop(vector_chunks);
+        // The rows go into one block (see `Snapshot::block`), grown chunk by chunk: sealed records tell their sizes
+        // only once opened, so it is reserved from the first chunk's size times their number.
+        let mut block: Option<RowBlock> = None;
         let mut units = Vec::new();
+        let count = keys.len();
         for (key, plain) in keys.into_iter().zip(opened) {
             let chunk = plain.and_then(|b| Chunk::from_bytes(&b)).and_then(|c| match c.dim == self.dim.get() {
                 true => Ok(c),
                 false => Err(Error::Storage("a stored vector chunk has another dimension".into())),
             });
             match chunk {
-                Ok(chunk) => units.extend(chunk.units.into_values().filter_map(|u| {
-                    Some(StoredUnit { unit: u.unit?, vectors: Rows::Int8 { codes: u.codes, scales: u.scales } })
-                })),
+                Ok(chunk) => {
+                    let block = block.get_or_insert_with(|| {
+                        let rows: usize = chunk.units.values().map(|u| u.scales.len()).sum();
+                        units.reserve(chunk.units.len() * count);
+                        RowBlock::with_capacity(rows * count, chunk.dim, chunk.units.len() * count)
+                    });
+                    for u in chunk.units.into_values() {
+                        let Some(unit) = u.unit else { continue };
+                        block.push(&u.codes, &u.scales);
+                        units.push(StoredUnit { unit, vectors: Rows::default() });
+                    }
+                }
                 Err(e) => quarantined.push(unopened(VECTORS, key, e)),
             }
         }
@@ -864,7 +878,9 @@ impl IdbStore {
         let mut sessions: Vec<Session> = open_each(sealer, SESSIONS, "session", sessions, &mut quarantined).await;
         // Keyed by their ids' hashes: back in id order, as a plaintext memory reads them.
         sessions.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(Snapshot { meta, sessions, turns, units, distill, quarantined })
+        let block = Some(block.unwrap_or_default());
+        turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
+        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
     }
 
     /// Reads the schema 1–3 records: turns, and units (with their vectors when schema 1 kept them inline).
@@ -1262,10 +1278,12 @@ impl Store for IdbStore {
         // Parsed now, while IndexedDB is still reading the vector chunks. A chunk that does not decode is set aside
         // (its position now, its key below: keys are read only when something is damaged).
         let mut damaged_chunks: Vec<(&str, usize, String)> = Vec::new();
-        let mut turns = Vec::new();
+        // At most TURN_CHUNK turns a chunk, reserved once. Each chunk's turns go into the compact table (which a
+        // memory keeps as it is) and are dropped before the next chunk is decoded.
+        let mut turns = Turns::with_capacity(turn_chunks.len() * TURN_CHUNK as usize);
         for (i, c) in turn_chunks.iter().enumerate() {
             match parse_turns(c) {
-                Ok(mut t) => turns.append(&mut t),
+                Ok(t) => t.into_iter().for_each(|t| turns.push(t)),
                 Err(e) => damaged_chunks.push((TURN_CHUNKS, i, e.to_string())),
             }
         }
@@ -1281,7 +1299,15 @@ impl Store for IdbStore {
         if let Some(m) = &meta {
             self.dim.set(m.dim as usize);
         }
-        let mut units = Vec::new();
+        // The rows go into one block sized exactly from the records (see `Snapshot::block`).
+        let length = |c: &JsValue, field: &str| Reflect::get(c, &field.into()).ok().map_or(0, |a| {
+            a.dyn_ref::<Int8Array>().map(|a| a.length()).or_else(|| a.dyn_ref::<Float32Array>().map(|a| a.length()))
+                .or_else(|| a.dyn_ref::<Uint32Array>().map(|a| a.length())).unwrap_or(0) as usize
+        });
+        let mut block = RowBlock::with_capacity(chunks.iter().map(|c| length(c, "scales")).sum(), 0, 0);
+        block.codes.reserve_exact(chunks.iter().map(|c| length(c, "codes")).sum());
+        block.rows.reserve_exact(chunks.iter().map(|c| length(c, "ids")).sum());
+        let mut units = Vec::with_capacity(block.rows.capacity());
         // Schema 2–3 chunks: vectors whose unit lives in a unit record.
         let mut orphans: HashMap<u32, Rows> = HashMap::new();
         for (i, c) in chunks.iter().enumerate() {
@@ -1297,14 +1323,22 @@ impl Store for IdbStore {
                 }
             };
             for (id, u) in chunk.units {
-                let vectors = Rows::Int8 { codes: u.codes, scales: u.scales };
                 match u.unit {
-                    Some(unit) => units.push(StoredUnit { unit, vectors }),
-                    None => drop(orphans.insert(id, vectors)),
+                    Some(unit) => {
+                        block.push(&u.codes, &u.scales);
+                        units.push(StoredUnit { unit, vectors: Rows::default() });
+                    }
+                    None => drop(orphans.insert(id, Rows::Int8 { codes: u.codes, scales: u.scales })),
                 }
             }
         }
+        drop(chunks);
+        let mut block = Some(block);
         if let Some(m) = meta.as_mut().filter(|m| m.schema < SCHEMA_VERSION) {
+            // Migrating: units read from schema 2–3 records join these, so every unit keeps its own rows.
+            if let Some(b) = block.take() {
+                b.split_into(&mut units, self.dim.get());
+            }
             let (legacy_turns, legacy_units) = self.load_legacy().await?;
             let mut moved = Vec::with_capacity(legacy_units.len());
             for (unit, inline) in legacy_units {
@@ -1314,8 +1348,7 @@ impl Store for IdbStore {
                 moved.push(StoredUnit { unit, vectors });
             }
             self.migrate(m, &legacy_turns, &moved).await?;
-            turns.extend(legacy_turns);
-            turns.sort_by_key(|t| t.id);
+            legacy_turns.into_iter().for_each(|t| turns.push(t));
             units.extend(moved);
             units.sort_by_key(|u| u.unit.id);
         }
@@ -1330,7 +1363,8 @@ impl Store for IdbStore {
             jobs: decode_each::<Job>(jobs, JOBS, "job", &mut quarantined),
         };
         let sessions = decode_each::<Session>(sessions, SESSIONS, "session", &mut quarantined);
-        Ok(Snapshot { meta, sessions, turns, units, distill, quarantined })
+        turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
+        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {

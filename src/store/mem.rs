@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::{Meta, Snapshot, Store, StoredUnit, WriteBatch};
+use super::{Meta, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch};
 use crate::error::{Error, Result};
 use crate::types::distilled::{DistillRecords, DistillState};
 use crate::types::{Session, Turn};
@@ -43,11 +43,41 @@ impl MemStore {
 impl Store for MemStore {
     async fn load(&self) -> Result<Snapshot> {
         let d = self.data.borrow();
+        // Int8 rows (as a store that quantises keeps them) travel in one block, as IndexedDB's do; float rows (fresh
+        // from the embedder) stay with their units.
+        // (Only whole rows: a damaged unit stays with its rows, for open to set it aside.)
+        let dim = d.meta.as_ref().map_or(0, |m| m.dim as usize);
+        let int8 = !d.units.is_empty()
+            && d.units.values().all(|u| matches!(u.vectors, Rows::Int8 { .. }) && u.vectors.is_whole(dim));
+        let (units, block) = if int8 {
+            let (mut codes, mut rows) = (0, 0);
+            for u in d.units.values() {
+                if let Rows::Int8 { codes: c, scales } = &u.vectors {
+                    (codes, rows) = (codes + c.len(), rows + scales.len());
+                }
+            }
+            let mut block = RowBlock::with_capacity(rows, 0, d.units.len());
+            block.codes.reserve_exact(codes);
+            let units = d
+                .units
+                .values()
+                .map(|u| {
+                    if let Rows::Int8 { codes, scales } = &u.vectors {
+                        block.push(codes, scales);
+                    }
+                    StoredUnit { unit: u.unit.clone(), vectors: Rows::default() }
+                })
+                .collect();
+            (units, Some(block))
+        } else {
+            (d.units.values().cloned().collect(), None)
+        };
         Ok(Snapshot {
             meta: d.meta.clone(),
             sessions: d.sessions.values().cloned().collect(),
             turns: d.turns.values().cloned().collect(),
-            units: d.units.values().cloned().collect(),
+            units,
+            block,
             distill: DistillRecords {
                 meta: Some(d.distill.meta.clone()).filter(|m| *m != Default::default()),
                 episodes: d.distill.episodes.values().cloned().collect(),
@@ -91,5 +121,37 @@ impl Store for MemStore {
     async fn clear(&self) -> Result<()> {
         *self.data.borrow_mut() = Data::default();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Unit, UnitMode};
+
+    fn unit(id: u32, rows: Rows) -> StoredUnit {
+        StoredUnit { unit: Unit { id, session: "s".into(), turn_ids: vec![id as u64] }, vectors: rows }
+    }
+
+    #[test]
+    fn int8_rows_load_in_one_block_that_splits_back() {
+        let store = MemStore::new();
+        let meta = Meta { schema: 4, model: "m".into(), dim: 2, unit_mode: UnitMode::Pair, next_turn: 1, next_unit: 4 };
+        let units = vec![
+            unit(1, Rows::Int8 { codes: vec![1, 2], scales: vec![0.5] }),
+            unit(2, Rows::Int8 { codes: vec![3, 4, 5, 6], scales: vec![0.25, 0.75] }),
+            unit(3, Rows::Int8 { codes: vec![], scales: vec![] }),
+        ];
+        let batch = WriteBatch { meta: Some(meta), units: units.clone(), ..Default::default() };
+        pollster::block_on(store.write(batch)).unwrap();
+        let loaded = pollster::block_on(store.load()).unwrap();
+        let block = loaded.block.clone().expect("int8 rows travel in a block");
+        assert_eq!((block.codes, block.scales, block.rows), (vec![1, 2, 3, 4, 5, 6], vec![0.5, 0.25, 0.75], vec![1, 2, 0]));
+        assert!(loaded.units.iter().all(|u| u.vectors == Rows::default()));
+        assert_eq!(loaded.unblocked().units, units);
+        // Float rows (and damaged ones) stay with their units.
+        let floats = unit(4, Rows::F32(vec![0.6, 0.8]));
+        pollster::block_on(store.write(WriteBatch { units: vec![floats], ..Default::default() })).unwrap();
+        assert_eq!(pollster::block_on(store.load()).unwrap().block, None);
     }
 }

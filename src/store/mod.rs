@@ -20,7 +20,7 @@ pub use mem::MemStore;
 use crate::error::Result;
 use crate::types::distilled::{DistillRecords, DistillWrite};
 pub use crate::types::{pack_f32, unpack_f32};
-use crate::types::{Session, Turn, Unit, UnitMode};
+use crate::types::{Session, Turn, Turns, Unit, UnitMode};
 
 /// Bumped when the stored layout changes; an unknown schema is refused rather than misread.
 /// 2: vectors as int8 in chunk records of [`VECTOR_CHUNK`] units (IndexedDB), no longer inside unit records.
@@ -59,13 +59,71 @@ pub struct StoredUnit {
 pub struct Snapshot {
     pub meta: Option<Meta>,
     pub sessions: Vec<Session>,
-    pub turns: Vec<Turn>,
+    /// Held compactly (one string per page of texts), as decoded chunk by chunk: a memory keeps them so.
+    pub turns: Turns,
     pub units: Vec<StoredUnit>,
+    /// When present, the vectors of all of `units` (whose own `vectors` are then empty), in their order: a store
+    /// that reads int8 rows hands them in one buffer, which becomes the vector index as it is. One small buffer
+    /// per unit, copied into the index, held every vector twice at the peak of an open (~45 MB at 100,000 units).
+    pub block: Option<RowBlock>,
     /// Episodes, facts, jobs and the segmentation buffer (empty when distillation never ran).
     pub distill: DistillRecords,
     /// Records that did not decode, set aside (left where they are, or copied aside before their slot was
     /// rewritten), never deleted: the rest of the memory opens without them.
     pub quarantined: Vec<Quarantined>,
+}
+
+impl Snapshot {
+    /// The same content with each unit carrying its own rows (no [`block`](Self::block)): the form to compare two
+    /// loads by, whichever way their stores hand vectors over.
+    pub fn unblocked(mut self) -> Snapshot {
+        if let Some(block) = self.block.take() {
+            let dim = if block.scales.is_empty() { 0 } else { block.codes.len() / block.scales.len() };
+            block.split_into(&mut self.units, dim);
+        }
+        self
+    }
+}
+
+/// Int8 rows of several units back to back: `rows[i]` rows (of `dim` codes and one scale each) for the i-th unit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowBlock {
+    pub codes: Vec<i8>,
+    pub scales: Vec<f32>,
+    pub rows: Vec<u32>,
+}
+
+impl RowBlock {
+    /// An empty block with room for `rows` rows of `dim` and `units` units.
+    pub fn with_capacity(rows: usize, dim: usize, units: usize) -> Self {
+        RowBlock {
+            codes: Vec::with_capacity(rows * dim),
+            scales: Vec::with_capacity(rows),
+            rows: Vec::with_capacity(units),
+        }
+    }
+
+    /// Appends one unit's rows.
+    pub fn push(&mut self, codes: &[i8], scales: &[f32]) {
+        self.codes.extend_from_slice(codes);
+        self.scales.extend_from_slice(scales);
+        self.rows.push(scales.len() as u32);
+    }
+
+    /// Gives each of `units` its own rows back (the block must be theirs, in order).
+    pub fn split_into(self, units: &mut [StoredUnit], dim: usize) {
+        let (mut row, mut code) = (0usize, 0usize);
+        for (su, &n) in units.iter_mut().zip(&self.rows) {
+            let n = n as usize;
+            // A block shorter than its counts (never written so) leaves rows that do not match, set aside at open.
+            su.vectors = Rows::Int8 {
+                codes: self.codes.get(code..code + n * dim).map(<[i8]>::to_vec).unwrap_or_default(),
+                scales: self.scales.get(row..row + n).map(<[f32]>::to_vec).unwrap_or_default(),
+            };
+            row += n;
+            code += n * dim;
+        }
+    }
 }
 
 /// A stored record that did not decode.

@@ -3,6 +3,9 @@
 //! Validation lives here so that a bad message is refused before anything is written.
 
 pub mod distilled;
+mod turns;
+
+pub use turns::{TurnRef, Turns};
 
 use serde::{Deserialize, Serialize};
 
@@ -64,13 +67,18 @@ impl Turn {
     /// This is the papers' format (BENCHMARK_PROTOCOL.md), caption phrase included, so that
     /// benchmark numbers and the product use one code path.
     pub fn unit_text(&self) -> String {
-        let mut s = format!("[{}]: {}", self.speaker, self.text);
-        if let Some(c) = &self.caption {
-            s.push_str("\n The image Caption: ");
-            s.push_str(c);
-        }
-        s
+        unit_text_of(&self.speaker, &self.text, self.caption.as_deref())
     }
+}
+
+/// [`Turn::unit_text`] of a turn's parts.
+pub fn unit_text_of(speaker: &str, text: &str, caption: Option<&str>) -> String {
+    let mut s = format!("[{speaker}]: {text}");
+    if let Some(c) = caption {
+        s.push_str("\n The image Caption: ");
+        s.push_str(c);
+    }
+    s
 }
 
 /// A conversation sitting. TIR ranks sessions.
