@@ -491,7 +491,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let facts = self.distill.active_facts().map(|f| (&f.vector, &f.turn_ids));
         for (vector, turn_ids) in sources.chain(facts) {
             let score = cosine(&q, vector);
-            for session in turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.session.as_str()) {
+            for session in turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.session) {
                 let b = best.entry(session).or_insert(f32::NEG_INFINITY);
                 *b = b.max(score);
             }
