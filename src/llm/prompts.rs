@@ -170,11 +170,11 @@ pub fn answer(context: &str, question: &str, question_date: &str) -> Vec<ChatMes
 /// over several sessions. The question is the user's own text (not memory), so it is not fenced.
 pub fn expand(question: &str, question_date: &str) -> Vec<ChatMessage> {
     let system = format!(
-        "You help search a memory of past conversations. Split the question into the separate things that must be \
-         looked up to answer it: at most {MAX_EXPANSIONS} short search queries, one for each person, event, place \
-         or time the answer needs, each in plain words that those conversations would use. A question about one \
-         thing needs one query.\n\
-         Reply with only a JSON object: {{\"queries\": [\"<query>\", …]}}."
+        "You help search a memory of past conversations. Decide whether the question needs several separate \
+         things looked up: two or more people, events, places or times whose answers are in different \
+         conversations. If it does, write one short search query for each of them (at most {MAX_EXPANSIONS}), \
+         using the question's own words. If it asks about one thing, reply with an empty list: do not rephrase it.\n\
+         Reply with only a JSON object: {{\"queries\": [\"<query>\", …]}} or {{\"queries\": []}}."
     );
     let user = format!("Question date: {question_date}\nQuestion: {}", one_line(question));
     vec![ChatMessage::system(system), ChatMessage::user(user)]
@@ -245,7 +245,7 @@ pub fn expand_schema() -> JsonSchema {
     JsonSchema {
         name: "expand",
         schema: json!({"type": "object", "additionalProperties": false, "required": ["queries"],
-            "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": MAX_EXPANSIONS,
+            "properties": {"queries": {"type": "array", "maxItems": MAX_EXPANSIONS,
                 "items": {"type": "string", "maxLength": 200}}}}),
     }
 }
