@@ -186,6 +186,19 @@ pub struct Memory<S: Store, R: Runtime> {
     quarantined: Vec<crate::store::Quarantined>,
 }
 
+/// What BM25 indexes of a unit, and what feedback tokenizes again: the words of `unit_text` without building it
+/// (its separators are not alphanumeric): each turn's speaker and text, and an image's caption.
+fn lexical_parts<'t>(turns: &'t crate::types::Turns, turn_ids: &'t [u64]) -> impl Iterator<Item = &'t str> + 't {
+    turn_ids
+        .iter()
+        .filter_map(|id| turns.get(id))
+        .flat_map(|t| {
+            let caption = t.caption;
+            [Some(t.speaker), Some(t.text), caption.map(|_| "The image Caption"), caption]
+        })
+        .flatten()
+}
+
 impl<S: Store, R: Runtime> Memory<S, R> {
     /// Opens a memory over `store`, refusing a database built with another model, dimension or unit mode.
     pub async fn open(store: S, embedder: Embedder<R>, config: MemoryConfig) -> Result<Self> {
@@ -281,7 +294,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.lexical.reserve(units.len());
         if let Some(block) = block {
             let total: usize = block.rows.iter().map(|&n| n as usize).sum();
-            let whole = block.rows.len() == units.len() && block.scales.len() == total && block.codes.len() == total * DIM;
+            let whole =
+                block.rows.len() == units.len() && block.scales.len() == total && block.codes.len() == total * DIM;
             if !whole || !self.vectors.is_empty() {
                 block.split_into(&mut units, DIM); // each unit checked below
             } else {
@@ -383,13 +397,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn index_unit_lexically(&mut self, id: u32) {
         let Some(unit) = self.units.get(&id) else { return };
         let n = unit.session;
-        // BM25 indexes the words of `unit_text` without building it: its separators are not alphanumeric.
-        let turns = &self.turns;
-        let parts = unit.turn_ids.iter().filter_map(|id| turns.get(id)).flat_map(|t| {
-            let caption = t.caption;
-            [Some(t.speaker), Some(t.text), caption.map(|_| "The image Caption"), caption]
-        });
-        self.lexical.insert_parts(id, n, parts.flatten());
+        self.lexical.insert_parts(id, n, lexical_parts(&self.turns, unit.turn_ids));
     }
 
     /// Indexes up to `max_units` of the units opened but not yet in the BM25 index; returns how many are left.
@@ -666,15 +674,21 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         if options.method.uses_lexical() {
             self.lexical.scores_into(&self.lexical.query(query), &mut self.lexical_scratch);
         }
+        let (units, turns, lexical) = (&self.units, &self.turns, &self.lexical);
+        let unit_terms = |id: u32| match units.get(&id) {
+            Some(unit) => lexical.terms_of_parts(lexical_parts(turns, unit.turn_ids)),
+            None => Vec::new(),
+        };
         let evidence = recall::Evidence {
             dense: &self.scratch,
             row_session: self.vectors.sessions(),
             row_unit: self.vectors.owners(),
-            lexical: &self.lexical,
+            lexical,
             lexical_scores: &self.lexical_scratch,
             sessions: self.sessions.len(),
             query,
             session_info: &self.sessions,
+            unit_terms: Some(recall::UnitTerms(&unit_terms)),
         };
         Ok(recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch))
     }

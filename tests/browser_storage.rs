@@ -498,7 +498,11 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     .await;
     assert_eq!(kind.as_string().as_deref(), Some("bytes"));
     let store = IdbStore::open("t-v3").await.expect("reopen");
-    assert_eq!(store.load().await.unwrap().unblocked(), reference.load().await.unwrap().unblocked(), "a string turn chunk reads the same");
+    assert_eq!(
+        store.load().await.unwrap().unblocked(),
+        reference.load().await.unwrap().unblocked(),
+        "a string turn chunk reads the same"
+    );
     store.close();
     IdbStore::delete("t-v3").await.expect("delete");
 }

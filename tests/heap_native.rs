@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use async_trait::async_trait;
 use loci::embed::{default_model_dir, Batch, Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
 use loci::memory::{Memory, MemoryConfig};
-use loci::store::{Meta, MemStore, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
+use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
 use loci::text::WordPiece;
 use loci::types::{Session, Turn, Unit, UnitMode};
 use pollster::block_on;
@@ -147,8 +147,7 @@ const MB: f64 = 1024.0 * 1024.0;
 #[test]
 fn open_of_a_large_memory_stays_within_its_heap_budget() {
     let default_units = 100_000;
-    let units: u32 =
-        std::env::var("LOCI_HEAP_UNITS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_units);
+    let units: u32 = std::env::var("LOCI_HEAP_UNITS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_units);
     let tokenizer =
         std::fs::read_to_string(default_model_dir().join("tokenizer.json")).expect("tokenizer.json (npm run setup)");
     let embedder =

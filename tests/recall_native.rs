@@ -322,6 +322,7 @@ fn hybrid_cost_at_100k_units() {
                 sessions: sessions as usize,
                 query,
                 session_info: &info,
+                unit_terms: None,
             };
             std::hint::black_box(rank(method, &ev, 10, 1, &mut sc));
         }

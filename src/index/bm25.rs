@@ -209,8 +209,8 @@ impl Bm25Index {
         let doc = self.docs.swap_remove(d as usize);
         self.total_len -= doc.len as u64;
         let moved = self.docs.len() as u32; // the old number of the document now at `d`
-        // Every posting list is scanned (documents keep no term list of their own): one pass over the postings,
-        // a few milliseconds at 100,000 units, once per removed unit.
+                                            // Every posting list is scanned (documents keep no term list of their own): one pass over the postings,
+                                            // a few milliseconds at 100,000 units, once per removed unit.
         for p in &mut self.postings {
             p.swap_remove_doc(d, moved);
         }
@@ -265,6 +265,30 @@ impl Bm25Index {
             }
         });
         Query { terms }
+    }
+
+    /// The (term, count) pairs a document made of `parts` was indexed with ([`insert_parts`](Self::insert_parts)
+    /// tokenizes the same way), in term order; words the index has never seen are dropped. What feedback reads
+    /// of its best unit, from the unit's text, since documents keep no term list of their own.
+    pub fn terms_of_parts<'a>(&self, parts: impl IntoIterator<Item = &'a str>) -> Vec<(u32, u16)> {
+        let mut ids: Vec<u32> = Vec::new();
+        let (mut lower, mut stemmed) = (String::new(), String::new());
+        for part in parts {
+            for_each_token(part, &mut lower, &mut stemmed, |token| {
+                if let Some(&id) = self.vocab.get(token) {
+                    ids.push(id);
+                }
+            });
+        }
+        ids.sort_unstable();
+        let mut out: Vec<(u32, u16)> = Vec::new();
+        for id in ids {
+            match out.last_mut() {
+                Some(e) if e.0 == id => e.1 = e.1.saturating_add(1),
+                _ => out.push((id, 1)),
+            }
+        }
+        out
     }
 
     /// The BM25 idf of a term: ln(1 + (N − df + 0.5) / (df + 0.5)), always positive (the Lucene form).
@@ -360,6 +384,7 @@ impl Bm25Index {
     pub fn expansion_into(
         &self,
         docs: &[(usize, f32)],
+        doc_terms: Option<&dyn Fn(usize) -> Vec<(u32, u16)>>,
         n_terms: usize,
         total: f32,
         acc: &mut Vec<f32>,
@@ -373,7 +398,11 @@ impl Bm25Index {
                 wanted.push(d);
             }
         }
-        let terms = self.terms_of(&wanted);
+        // The caller can tokenize a document's text again (microseconds); else one scan of all postings.
+        let terms = match doc_terms {
+            Some(f) => wanted.iter().map(|&d| f(d)).collect(),
+            None => self.terms_of(&wanted),
+        };
         for &(d, w) in docs {
             let Some(doc) = self.docs.get(d) else { continue };
             if w <= 0.0 || doc.len == 0 {
@@ -703,7 +732,7 @@ mod tests {
         ix.insert(3, 1, "glaze recipe");
         ix.insert(4, 1, "zebra");
         let (mut acc, mut out) = (Vec::new(), Vec::new());
-        ix.expansion_into(&[(0, 1.0), (1, 0.5)], 3, 2.0, &mut acc, &mut out);
+        ix.expansion_into(&[(0, 1.0), (1, 0.5)], None, 3, 2.0, &mut acc, &mut out);
         let id = |w: &str| ix.query(w).terms()[0].0;
         // "class" and "firing" are in one document of the index only: skipped. Kiln and pottery (in both feedback
         // documents) lead; glaze follows.
@@ -712,8 +741,29 @@ mod tests {
         assert!(got[..2].contains(&id("kiln")) && got[..2].contains(&id("pottery")) && got[2] == id("glaze"));
         assert!((out.iter().map(|e| e.1).sum::<f32>() - 2.0).abs() < 1e-5);
         assert!(acc.iter().all(|&x| x == 0.0), "the accumulator is left zeroed");
-        ix.expansion_into(&[(0, 0.0), (9, 1.0)], 3, 2.0, &mut acc, &mut out);
+        ix.expansion_into(&[(0, 0.0), (9, 1.0)], None, 3, 2.0, &mut acc, &mut out);
         assert!(out.is_empty(), "zero weights and unknown documents add nothing");
+    }
+
+    #[test]
+    fn a_documents_text_gives_back_the_terms_it_was_indexed_with() {
+        let mut ix = tiny();
+        let parts = ["Ana", "Cats! The CAT café, and cats again", "The image Caption", "a café sign"];
+        ix.insert_parts(13, 2, parts);
+        for (doc, text) in [(0usize, vec!["the cat sat on the mat"]), (3, parts.to_vec())] {
+            assert_eq!(ix.terms_of_parts(text.iter().copied()), ix.terms_of(&[doc])[0], "document {doc}");
+        }
+        // Feedback reads the same expansion either way.
+        let (mut acc, mut by_scan, mut by_text) = (Vec::new(), Vec::new(), Vec::new());
+        let docs = [(3, 1.0), (1, 0.5)];
+        ix.expansion_into(&docs, None, 5, 2.0, &mut acc, &mut by_scan);
+        let from_text = |d: usize| match d {
+            3 => ix.terms_of_parts(parts),
+            _ => ix.terms_of_parts(["a dog chased the cat and the cat ran"]),
+        };
+        ix.expansion_into(&docs, Some(&from_text), 5, 2.0, &mut acc, &mut by_text);
+        assert!(!by_scan.is_empty());
+        assert_eq!(by_scan, by_text);
     }
 
     #[test]

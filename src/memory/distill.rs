@@ -272,8 +272,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         if self.distill_config().is_none() {
             return Err(Error::invalid("distillation is off: open the memory with a `distill` option"));
         }
-        let mut sessions: Vec<String> =
-            self.distill.meta.pending.iter().filter_map(|id| self.turns.get(id).map(|t| t.session.to_string())).collect();
+        let mut sessions: Vec<String> = self
+            .distill
+            .meta
+            .pending
+            .iter()
+            .filter_map(|id| self.turns.get(id).map(|t| t.session.to_string()))
+            .collect();
         sessions.sort();
         sessions.dedup();
         let mut w = DistillWrite::default();
@@ -552,7 +557,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// and its unit, whose other turn is embedded again alone. The facts go first, each in its own write, then the
     /// turn in one: a crash in between leaves a state that a second `forget_turn` completes.
     pub async fn forget_turn(&mut self, id: u64) -> Result<()> {
-        let Some(turn) = self.turns.get(&id).map(|t| t.to_turn()) else { return Err(Error::NotFound(format!("turn {id}"))) };
+        let Some(turn) = self.turns.get(&id).map(|t| t.to_turn()) else {
+            return Err(Error::NotFound(format!("turn {id}")));
+        };
         let citing: Vec<u64> = self.distill.facts.values().filter(|f| f.turn_ids.contains(&id)).map(|f| f.id).collect();
         for fact in citing {
             if self.distill.facts.contains_key(&fact) {

@@ -113,6 +113,19 @@ pub struct Evidence<'a> {
     /// may be empty.
     pub query: &'a str,
     pub session_info: &'a [Session],
+    /// The (term, count) pairs of a unit's text, when the caller has the text: feedback reads its best unit's terms
+    /// from it instead of scanning every posting list ([`Bm25Index::terms_of_parts`]).
+    pub unit_terms: Option<UnitTerms<'a>>,
+}
+
+/// A unit's indexed terms from its text (see [`Evidence::unit_terms`]).
+#[derive(Clone, Copy)]
+pub struct UnitTerms<'a>(pub &'a dyn Fn(u32) -> Vec<(u32, u16)>);
+
+impl std::fmt::Debug for UnitTerms<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UnitTerms")
+    }
 }
 
 /// Buffers a ranking reuses; keep one per memory.
@@ -292,8 +305,10 @@ fn feedback(ev: &Evidence, sc: &mut Scratch) {
         }
     }
     let query_weight = ev.lexical.query(ev.query).terms().iter().map(|t| t.1 as f32).sum::<f32>().max(1.0);
+    let from_text = ev.unit_terms.map(|UnitTerms(f)| move |d: usize| f(ev.lexical.unit(d)));
     ev.lexical.expansion_into(
         &sc.feedback_docs,
+        from_text.as_ref().map(|f| f as &dyn Fn(usize) -> Vec<(u32, u16)>),
         FEEDBACK_TERMS,
         FEEDBACK_WEIGHT * query_weight,
         &mut sc.term_acc,
@@ -459,6 +474,7 @@ pub fn tir(row_scores: &[f32], row_session: &[u32], k: usize, rows_per_session: 
         sessions,
         query: "",
         session_info: &[],
+        unit_terms: None,
     };
     rank(RecallMethod::Tir, &ev, k, rows_per_session, &mut Scratch::default())
 }
@@ -545,6 +561,7 @@ mod tests {
             sessions: 3,
             query: "",
             session_info: &[],
+            unit_terms: None,
         }
     }
 

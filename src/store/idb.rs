@@ -34,7 +34,8 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::seal::{KeySource, Sealer};
 use super::{
-    Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK,
+    Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK,
+    VECTOR_CHUNK,
 };
 use crate::embed::DIM;
 use crate::error::{Error, Result};
@@ -1300,10 +1301,15 @@ impl Store for IdbStore {
             self.dim.set(m.dim as usize);
         }
         // The rows go into one block sized exactly from the records (see `Snapshot::block`).
-        let length = |c: &JsValue, field: &str| Reflect::get(c, &field.into()).ok().map_or(0, |a| {
-            a.dyn_ref::<Int8Array>().map(|a| a.length()).or_else(|| a.dyn_ref::<Float32Array>().map(|a| a.length()))
-                .or_else(|| a.dyn_ref::<Uint32Array>().map(|a| a.length())).unwrap_or(0) as usize
-        });
+        let length = |c: &JsValue, field: &str| {
+            Reflect::get(c, &field.into()).ok().map_or(0, |a| {
+                a.dyn_ref::<Int8Array>()
+                    .map(|a| a.length())
+                    .or_else(|| a.dyn_ref::<Float32Array>().map(|a| a.length()))
+                    .or_else(|| a.dyn_ref::<Uint32Array>().map(|a| a.length()))
+                    .unwrap_or(0) as usize
+            })
+        };
         let mut block = RowBlock::with_capacity(chunks.iter().map(|c| length(c, "scales")).sum(), 0, 0);
         block.codes.reserve_exact(chunks.iter().map(|c| length(c, "codes")).sum());
         block.rows.reserve_exact(chunks.iter().map(|c| length(c, "ids")).sum());

@@ -146,7 +146,10 @@ mod tests {
         pollster::block_on(store.write(batch)).unwrap();
         let loaded = pollster::block_on(store.load()).unwrap();
         let block = loaded.block.clone().expect("int8 rows travel in a block");
-        assert_eq!((block.codes, block.scales, block.rows), (vec![1, 2, 3, 4, 5, 6], vec![0.5, 0.25, 0.75], vec![1, 2, 0]));
+        assert_eq!(
+            (block.codes, block.scales, block.rows),
+            (vec![1, 2, 3, 4, 5, 6], vec![0.5, 0.25, 0.75], vec![1, 2, 0])
+        );
         assert!(loaded.units.iter().all(|u| u.vectors == Rows::default()));
         assert_eq!(loaded.unblocked().units, units);
         // Float rows (and damaged ones) stay with their units.

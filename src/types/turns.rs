@@ -150,7 +150,15 @@ impl Turns {
         self.pages[page].push_str(t.text);
         let end = self.pages[page].len() as u32;
         self.ids.push(t.id);
-        self.rows.push(Row { session, speaker, seq: t.seq, page: page as u32, end, time: t.time, ingested: t.ingested });
+        self.rows.push(Row {
+            session,
+            speaker,
+            seq: t.seq,
+            page: page as u32,
+            end,
+            time: t.time,
+            ingested: t.ingested,
+        });
         match t.caption {
             Some(c) => drop(self.captions.insert(t.id, c.to_string())),
             None => drop(self.captions.remove(&t.id)),
@@ -276,7 +284,8 @@ mod tests {
 
     #[test]
     fn holds_turns_as_they_were_given() {
-        let given = vec![turn(1, "s1", "hello", None), turn(2, "s1", "", Some("a dog")), turn(4, "s2", "héllo ✓", None)];
+        let given =
+            vec![turn(1, "s1", "hello", None), turn(2, "s1", "", Some("a dog")), turn(4, "s2", "héllo ✓", None)];
         let t = Turns::from(given.clone());
         assert_eq!(t.to_vec(), given);
         assert_eq!(t.get(&2).map(|r| r.to_turn()), Some(given[1].clone()));
