@@ -116,8 +116,15 @@ try {
   await b.page.evaluate(() => window.reliability.open("reference"));
   await b.page.evaluate((d) => window.reliability.importDoc(d), doc);
   const reference = await b.page.evaluate((q) => window.reliability.rankings(q), queries);
-  report.ranking_mismatches = crashed.filter((r, i) => JSON.stringify(r) !== JSON.stringify(reference[i])).length;
-  assert.deepEqual(crashed, reference, "recall ranks as in a memory built without crashes");
+  // The reopened memory and the imported one index the same units in another order, so their BM25 terms are
+  // numbered differently and sums run in another order: a score may differ in its last bits, which the rounding to
+  // 4 decimals can still show. The sessions must come in the same order, with scores equal within 1e-3.
+  const sameRanking = (r, ref) => r.length === ref.length &&
+    r.every(([id, score], j) => id === ref[j][0] && Math.abs(score - ref[j][1]) <= 1e-3);
+  report.ranking_mismatches = crashed.filter((r, i) => !sameRanking(r, reference[i])).length;
+  assert.equal(crashed.length, reference.length);
+  assert.equal(report.ranking_mismatches, 0,
+    `recall ranks as in a memory built without crashes: ${JSON.stringify({ crashed, reference })}`);
   await b.page.evaluate(() => window.reliability.close());
 
   // 2. Distillation, cut at random points. The turns go in with the runner off, so that both runs queue the same
