@@ -409,6 +409,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for id in slice {
             self.index_unit_lexically(id);
         }
+        if take > 0 && self.lexical_pending.is_empty() {
+            self.lexical_pending = Vec::new();
+            self.lexical.shrink_to_fit();
+        }
         self.lexical_pending.len()
     }
 

@@ -262,7 +262,8 @@ fn a_named_date_reaches_the_session_of_that_day() {
 }
 
 /// The cost of the default at browser scale: 100k units in 1,000 sessions, ranked by the hybrid (two mixes, BM25
-/// feedback over 20 terms, session BM25, date) against the plain BM25 ranking over the same evidence. Run with
+/// feedback from the best unit, session BM25, date) against the plain BM25 ranking over the same evidence.
+/// Feedback reads its unit's terms from the unit's text, as `Memory::recall` does. Run with
 /// `cargo test --release --test recall_native -- --ignored --nocapture`.
 #[test]
 #[ignore]
@@ -281,9 +282,9 @@ fn hybrid_cost_at_100k_units() {
     let mut row_session = Vec::new();
     let mut row_unit = Vec::new();
     let mut dense = Vec::new();
-    let mut text = String::new();
+    let mut texts = Vec::with_capacity(units as usize);
     for u in 0..units {
-        text.clear();
+        let mut text = String::new();
         for _ in 0..30 {
             // Zipf-like vocabulary of 20k words.
             let r = (next() % 1_000_000) as f64 / 1_000_000.0;
@@ -292,6 +293,7 @@ fn hybrid_cost_at_100k_units() {
         }
         let s = u / (units / sessions);
         lex.insert(u, s, &text);
+        texts.push(text);
         row_session.push(s);
         row_unit.push(u);
         dense.push((next() % 1000) as f32 / 1000.0);
@@ -308,6 +310,7 @@ fn hybrid_cost_at_100k_units() {
     let query = "what did w3x and w40x say about w700x in July 2020?";
     let mut ls = Vec::new();
     let mut sc = Scratch::default();
+    let unit_terms = |u: u32| lex.terms_of_parts([texts[u as usize].as_str()]);
     for method in [RecallMethod::Bm25, RecallMethod::Hybrid] {
         let started = std::time::Instant::now();
         let n = 20;
@@ -322,7 +325,7 @@ fn hybrid_cost_at_100k_units() {
                 sessions: sessions as usize,
                 query,
                 session_info: &info,
-                unit_terms: None,
+                unit_terms: Some(loci::recall::UnitTerms(&unit_terms)),
             };
             std::hint::black_box(rank(method, &ev, 10, 1, &mut sc));
         }
