@@ -289,18 +289,20 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             self.session_turns[n as usize].push(id);
         }
         self.turns = turns;
-        self.units.reserve(units.len(), units.iter().map(|su| su.unit.turn_ids.len()).sum());
-        self.lexical_pending.reserve(units.len());
-        self.lexical.reserve(units.len());
+        let (in_block, block_turns) = block.as_ref().map_or((0, 0), |b| (b.units.len(), b.units.turn_id_count()));
+        let turn_ids = units.iter().map(|su| su.unit.turn_ids.len()).sum::<usize>() + block_turns;
+        self.units.reserve(units.len() + in_block, turn_ids);
+        self.lexical_pending.reserve(units.len() + in_block);
+        self.lexical.reserve(units.len() + in_block);
         if let Some(block) = block {
             let total: usize = block.rows.iter().map(|&n| n as usize).sum();
-            let whole =
-                block.rows.len() == units.len() && block.scales.len() == total && block.codes.len() == total * DIM;
-            if !whole || !self.vectors.is_empty() {
-                block.split_into(&mut units, DIM); // each unit checked below
+            let whole = block.rows.len() == block.units.len()
+                && block.scales.len() == total
+                && block.codes.len() == total * DIM;
+            if whole && self.vectors.is_empty() {
+                self.fill_block(block, total);
             } else {
-                self.fill_block(units, block, total);
-                return;
+                units.extend(block.into_units(DIM)); // each unit checked below
             }
         }
         let rows: usize = units.iter().filter_map(|su| su.vectors.rows(DIM)).sum();
@@ -321,25 +323,26 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
     }
 
-    /// The units of [`fill`](Self::fill) with their rows in one block of `total` rows: the block becomes the vector
-    /// index in place, the rows of units of unknown sessions squeezed out (as [`place_unit`](Self::place_unit)
-    /// skips them).
-    fn fill_block(&mut self, units: Vec<StoredUnit>, block: crate::store::RowBlock, total: usize) {
-        let crate::store::RowBlock { mut codes, mut scales, rows } = block;
+    /// The units of a block of `total` int8 rows: the block becomes the vector index in place, the rows of units of
+    /// unknown sessions squeezed out (as [`place_unit`](Self::place_unit) skips them).
+    fn fill_block(&mut self, block: crate::store::RowBlock, total: usize) {
+        let crate::store::RowBlock { mut codes, mut scales, rows, units } = block;
+        let session_of: Vec<Option<u32>> =
+            units.session_names().iter().map(|name| self.session_index.get(name).copied()).collect();
         let (mut owners, mut sessions) = (Vec::with_capacity(total), Vec::with_capacity(total));
         let (mut read, mut write) = (0usize, 0usize);
-        for (su, n) in units.into_iter().zip(rows) {
+        for ((id, name, turn_ids), n) in units.iter().zip(rows) {
             let n = n as usize;
-            if let Some(&s) = self.session_index.get(&su.unit.session) {
+            if let Some(s) = session_of[name] {
                 if read != write {
                     codes.copy_within(read * DIM..(read + n) * DIM, write * DIM);
                     scales.copy_within(read..read + n, write);
                 }
-                owners.extend(std::iter::repeat_n(su.unit.id, n));
+                owners.extend(std::iter::repeat_n(id, n));
                 sessions.extend(std::iter::repeat_n(s, n));
                 write += n;
-                self.lexical_pending.push(su.unit.id);
-                self.units.push(su.unit.id, s, &su.unit.turn_ids);
+                self.lexical_pending.push(id);
+                self.units.push(id, s, turn_ids);
             }
             read += n;
         }

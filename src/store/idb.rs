@@ -847,7 +847,7 @@ impl IdbStore {
         // The rows go into one block (see `Snapshot::block`), grown chunk by chunk: sealed records tell their sizes
         // only once opened, so it is reserved from the first chunk's size times their number.
         let mut block: Option<RowBlock> = None;
-        let mut units = Vec::new();
+        let units = Vec::new();
         let count = keys.len();
         for (key, plain) in keys.into_iter().zip(opened) {
             let chunk = plain.and_then(|b| Chunk::from_bytes(&b)).and_then(|c| match c.dim == self.dim.get() {
@@ -858,13 +858,11 @@ impl IdbStore {
                 Ok(chunk) => {
                     let block = block.get_or_insert_with(|| {
                         let rows: usize = chunk.units.values().map(|u| u.scales.len()).sum();
-                        units.reserve(chunk.units.len() * count);
                         RowBlock::with_capacity(rows * count, chunk.dim, chunk.units.len() * count)
                     });
                     for u in chunk.units.into_values() {
                         let Some(unit) = u.unit else { continue };
-                        block.push(&u.codes, &u.scales);
-                        units.push(StoredUnit { unit, vectors: Rows::default() });
+                        block.push(&unit, &u.codes, &u.scales);
                     }
                 }
                 Err(e) => quarantined.push(unopened(VECTORS, key, e)),
@@ -1313,7 +1311,8 @@ impl Store for IdbStore {
         let mut block = RowBlock::with_capacity(chunks.iter().map(|c| length(c, "scales")).sum(), 0, 0);
         block.codes.reserve_exact(chunks.iter().map(|c| length(c, "codes")).sum());
         block.rows.reserve_exact(chunks.iter().map(|c| length(c, "ids")).sum());
-        let mut units = Vec::with_capacity(block.rows.capacity());
+        block.units = crate::store::UnitColumns::with_capacity(block.rows.capacity());
+        let mut units = Vec::new();
         // Schema 2–3 chunks: vectors whose unit lives in a unit record.
         let mut orphans: HashMap<u32, Rows> = HashMap::new();
         for (i, c) in chunks.iter().enumerate() {
@@ -1330,10 +1329,7 @@ impl Store for IdbStore {
             };
             for (id, u) in chunk.units {
                 match u.unit {
-                    Some(unit) => {
-                        block.push(&u.codes, &u.scales);
-                        units.push(StoredUnit { unit, vectors: Rows::default() });
-                    }
+                    Some(unit) => block.push(&unit, &u.codes, &u.scales),
                     None => drop(orphans.insert(id, Rows::Int8 { codes: u.codes, scales: u.scales })),
                 }
             }
@@ -1343,7 +1339,7 @@ impl Store for IdbStore {
         if let Some(m) = meta.as_mut().filter(|m| m.schema < SCHEMA_VERSION) {
             // Migrating: units read from schema 2–3 records join these, so every unit keeps its own rows.
             if let Some(b) = block.take() {
-                b.split_into(&mut units, self.dim.get());
+                units.extend(b.into_units(self.dim.get()));
             }
             let (legacy_turns, legacy_units) = self.load_legacy().await?;
             let mut moved = Vec::with_capacity(legacy_units.len());

@@ -58,17 +58,12 @@ impl Store for MemStore {
             }
             let mut block = RowBlock::with_capacity(rows, 0, d.units.len());
             block.codes.reserve_exact(codes);
-            let units = d
-                .units
-                .values()
-                .map(|u| {
-                    if let Rows::Int8 { codes, scales } = &u.vectors {
-                        block.push(codes, scales);
-                    }
-                    StoredUnit { unit: u.unit.clone(), vectors: Rows::default() }
-                })
-                .collect();
-            (units, Some(block))
+            for u in d.units.values() {
+                if let Rows::Int8 { codes, scales } = &u.vectors {
+                    block.push(&u.unit, codes, scales);
+                }
+            }
+            (Vec::new(), Some(block))
         } else {
             (d.units.values().cloned().collect(), None)
         };
@@ -150,7 +145,13 @@ mod tests {
             (block.codes, block.scales, block.rows),
             (vec![1, 2, 3, 4, 5, 6], vec![0.5, 0.25, 0.75], vec![1, 2, 0])
         );
-        assert!(loaded.units.iter().all(|u| u.vectors == Rows::default()));
+        // The units travel in the block's columns, none on their own.
+        assert!(loaded.units.is_empty());
+        assert_eq!(
+            block.units.to_units().collect::<Vec<_>>(),
+            units.iter().map(|u| u.unit.clone()).collect::<Vec<_>>()
+        );
+        assert_eq!(block.units.session_names(), ["s"]);
         assert_eq!(loaded.unblocked().units, units);
         // Float rows (and damaged ones) stay with their units.
         let floats = unit(4, Rows::F32(vec![0.6, 0.8]));

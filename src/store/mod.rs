@@ -12,6 +12,7 @@ pub mod mem;
 pub mod seal;
 
 use async_trait::async_trait;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::index::vectors::Rows;
@@ -61,10 +62,12 @@ pub struct Snapshot {
     pub sessions: Vec<Session>,
     /// Held compactly (one string per page of texts), as decoded chunk by chunk: a memory keeps them so.
     pub turns: Turns,
+    /// Units with rows of their own (float rows, or any a store does not hand over in a block).
     pub units: Vec<StoredUnit>,
-    /// When present, the vectors of all of `units` (whose own `vectors` are then empty), in their order: a store
-    /// that reads int8 rows hands them in one buffer, which becomes the vector index as it is. One small buffer
-    /// per unit, copied into the index, held every vector twice at the peak of an open (~45 MB at 100,000 units).
+    /// When present, more units with their int8 rows in one buffer, which becomes the vector index as it is, and the
+    /// units themselves in columns. One small buffer per unit, copied into the index, held every vector twice at
+    /// the peak of an open (~45 MB at 100,000 units); a [`StoredUnit`] per unit (~140 bytes with its session
+    /// string and turn list) held ~13 MB more.
     pub block: Option<RowBlock>,
     /// Episodes, facts, jobs and the segmentation buffer (empty when distillation never ran).
     pub distill: DistillRecords,
@@ -74,23 +77,98 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The same content with each unit carrying its own rows (no [`block`](Self::block)): the form to compare two
-    /// loads by, whichever way their stores hand vectors over.
+    /// The same content with each unit carrying its own rows (no [`block`](Self::block)), in id order: the form to
+    /// compare two loads by, whichever way their stores hand vectors over.
     pub fn unblocked(mut self) -> Snapshot {
         if let Some(block) = self.block.take() {
             let dim = if block.scales.is_empty() { 0 } else { block.codes.len() / block.scales.len() };
-            block.split_into(&mut self.units, dim);
+            self.units.extend(block.into_units(dim));
+            self.units.sort_by_key(|u| u.unit.id);
         }
         self
     }
 }
 
-/// Int8 rows of several units back to back: `rows[i]` rows (of `dim` codes and one scale each) for the i-th unit.
+/// Units in columns: ids, session ids (each name once), and their turn ids back to back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnitColumns {
+    ids: Vec<u32>,
+    sessions: Vec<u32>,
+    names: Vec<String>,
+    name_ids: FxHashMap<String, u32>,
+    turn_ids: Vec<u64>,
+    /// Where each unit's turn ids end in `turn_ids`.
+    turn_ends: Vec<u32>,
+}
+
+impl UnitColumns {
+    pub fn with_capacity(units: usize) -> Self {
+        UnitColumns {
+            ids: Vec::with_capacity(units),
+            sessions: Vec::with_capacity(units),
+            turn_ends: Vec::with_capacity(units),
+            // Pair units, the default: two turns each.
+            turn_ids: Vec::with_capacity(units * 2),
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn push(&mut self, id: u32, session: &str, turn_ids: &[u64]) {
+        let s = match self.name_ids.get(session) {
+            Some(&s) => s,
+            None => {
+                let s = self.names.len() as u32;
+                self.names.push(session.to_string());
+                self.name_ids.insert(session.to_string(), s);
+                s
+            }
+        };
+        self.ids.push(id);
+        self.sessions.push(s);
+        self.turn_ids.extend_from_slice(turn_ids);
+        self.turn_ends.push(self.turn_ids.len() as u32);
+    }
+
+    /// Turn ids of all the units together.
+    pub fn turn_id_count(&self) -> usize {
+        self.turn_ids.len()
+    }
+
+    /// The session ids the units name, each once ([`iter`](Self::iter) gives their positions here).
+    pub fn session_names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// (unit id, position of its session in [`session_names`](Self::session_names), turn ids), in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u32, usize, &[u64])> + '_ {
+        (0..self.ids.len()).map(|i| {
+            let start = i.checked_sub(1).map_or(0, |p| self.turn_ends[p] as usize);
+            (self.ids[i], self.sessions[i] as usize, &self.turn_ids[start..self.turn_ends[i] as usize])
+        })
+    }
+
+    /// Each unit as a [`Unit`].
+    pub fn to_units(&self) -> impl Iterator<Item = Unit> + '_ {
+        self.iter().map(|(id, s, turns)| Unit { id, session: self.names[s].clone(), turn_ids: turns.to_vec() })
+    }
+}
+
+/// Int8 rows of several units back to back: `rows[i]` rows (of `dim` codes and one scale each) for the i-th of
+/// `units`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowBlock {
     pub codes: Vec<i8>,
     pub scales: Vec<f32>,
     pub rows: Vec<u32>,
+    pub units: UnitColumns,
 }
 
 impl RowBlock {
@@ -100,29 +178,34 @@ impl RowBlock {
             codes: Vec::with_capacity(rows * dim),
             scales: Vec::with_capacity(rows),
             rows: Vec::with_capacity(units),
+            units: UnitColumns::with_capacity(units),
         }
     }
 
-    /// Appends one unit's rows.
-    pub fn push(&mut self, codes: &[i8], scales: &[f32]) {
+    /// Appends one unit with its rows.
+    pub fn push(&mut self, unit: &Unit, codes: &[i8], scales: &[f32]) {
         self.codes.extend_from_slice(codes);
         self.scales.extend_from_slice(scales);
         self.rows.push(scales.len() as u32);
+        self.units.push(unit.id, &unit.session, &unit.turn_ids);
     }
 
-    /// Gives each of `units` its own rows back (the block must be theirs, in order).
-    pub fn split_into(self, units: &mut [StoredUnit], dim: usize) {
+    /// Each unit with its own rows.
+    pub fn into_units(self, dim: usize) -> Vec<StoredUnit> {
         let (mut row, mut code) = (0usize, 0usize);
-        for (su, &n) in units.iter_mut().zip(&self.rows) {
+        let mut out = Vec::with_capacity(self.units.len());
+        for (unit, &n) in self.units.to_units().zip(&self.rows) {
             let n = n as usize;
             // A block shorter than its counts (never written so) leaves rows that do not match, set aside at open.
-            su.vectors = Rows::Int8 {
+            let vectors = Rows::Int8 {
                 codes: self.codes.get(code..code + n * dim).map(<[i8]>::to_vec).unwrap_or_default(),
                 scales: self.scales.get(row..row + n).map(<[f32]>::to_vec).unwrap_or_default(),
             };
+            out.push(StoredUnit { unit, vectors });
             row += n;
             code += n * dim;
         }
+        out
     }
 }
 
