@@ -188,15 +188,16 @@ pub struct Memory<S: Store, R: Runtime> {
 
 /// What BM25 indexes of a unit, and what feedback tokenizes again: the words of `unit_text` without building it
 /// (its separators are not alphanumeric): each turn's speaker and text, and an image's caption.
-fn lexical_parts<'t>(turns: &'t crate::types::Turns, turn_ids: &'t [u64]) -> impl Iterator<Item = &'t str> + 't {
-    turn_ids
-        .iter()
-        .filter_map(|id| turns.get(id))
-        .flat_map(|t| {
-            let caption = t.caption;
-            [Some(t.speaker), Some(t.text), caption.map(|_| "The image Caption"), caption]
-        })
-        .flatten()
+fn lexical_parts<'t>(turns: &'t crate::types::Turns, turn_ids: &[u64]) -> Vec<std::borrow::Cow<'t, str>> {
+    let mut parts = Vec::with_capacity(turn_ids.len() * 2);
+    for t in turn_ids.iter().filter_map(|id| turns.get(id)) {
+        parts.push(t.speaker.into());
+        parts.push(t.text);
+        if let Some(caption) = t.caption {
+            parts.extend(["The image Caption".into(), caption.into()]);
+        }
+    }
+    parts
 }
 
 impl<S: Store, R: Runtime> Memory<S, R> {
@@ -400,7 +401,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn index_unit_lexically(&mut self, id: u32) {
         let Some(unit) = self.units.get(&id) else { return };
         let n = unit.session;
-        self.lexical.insert_parts(id, n, lexical_parts(&self.turns, unit.turn_ids));
+        self.lexical.insert_parts(id, n, lexical_parts(&self.turns, unit.turn_ids).iter().map(|p| p.as_ref()));
     }
 
     /// Indexes up to `max_units` of the units opened but not yet in the BM25 index; returns how many are left.
@@ -683,7 +684,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
         let (units, turns, lexical) = (&self.units, &self.turns, &self.lexical);
         let unit_terms = |id: u32| match units.get(&id) {
-            Some(unit) => lexical.terms_of_parts(lexical_parts(turns, unit.turn_ids)),
+            Some(unit) => lexical.terms_of_parts(lexical_parts(turns, unit.turn_ids).iter().map(|p| p.as_ref())),
             None => Vec::new(),
         };
         let evidence = recall::Evidence {

@@ -1,9 +1,17 @@
 //! [`Turns`]: many turns held compactly, as a store loads them and a memory keeps them. Texts live back to back in
-//! pages of [`PAGE`] bytes (no single buffer to double and copy), session ids and speakers once each, and per turn only fixed-size fields: about 40 bytes and the text,
-//! where a [`Turn`] takes 128 and three allocations of its own (at 100,000 units, 200,000 turns: ~29 MB instead
-//! of ~48 MB of the wasm heap, which never shrinks).
+//! pages of [`PAGE`] bytes (no single buffer to double and copy), each page LZ4-compressed once full; session ids
+//! and speakers once each; and per turn only fixed-size fields: about 40 bytes and its share of a compressed page,
+//! where a [`Turn`] takes 128 bytes, three allocations of its own and its text as it is.
+//!
+//! Why compress: the wasm heap never shrinks, and at 100,000 units (200,000 turns) the texts were the largest
+//! thing in it after the vectors (~22 MB). Recall reads the text of the few sessions it returns, and the lexical
+//! index reads every text once at open, in order; both run through a one-page cache. This is what Lucene does with
+//! its stored fields (LZ4 blocks of 16–60 KB). Chat text compresses 1.7× in 64 KB pages (LoCoMo's turns: 727 KB
+//! → 426 KB); decompression runs at GB/s, so a recall's few pages cost microseconds.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
@@ -11,6 +19,30 @@ use super::{unit_text_of, TimeMs, Turn};
 
 /// Bytes of text a page is made for (a longer text gets a page of its own size).
 const PAGE: usize = 64 * 1024;
+
+/// A page of texts: the last one is filled as turns come, the others are compressed.
+#[derive(Debug, Clone)]
+enum Page {
+    Open(String),
+    /// An LZ4 block of `len` bytes of UTF-8.
+    Packed {
+        lz4: Box<[u8]>,
+        len: u32,
+    },
+}
+
+impl Page {
+    fn pack(text: &str) -> Page {
+        Page::Packed { lz4: lz4_flex::block::compress(text.as_bytes()).into_boxed_slice(), len: text.len() as u32 }
+    }
+
+    /// The text of a packed page. The blocks are made by [`pack`](Self::pack) from strings, so they decode; were
+    /// one damaged in RAM, its turns would read empty rather than abort the page.
+    fn unpack(lz4: &[u8], len: u32) -> String {
+        let bytes = lz4_flex::block::decompress(lz4, len as usize).unwrap_or_default();
+        String::from_utf8(bytes).unwrap_or_default()
+    }
+}
 
 /// The fixed-size fields of one turn; `session` and `speaker` index [`Turns::names`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,14 +57,15 @@ struct Row {
     ingested: TimeMs,
 }
 
-/// A turn of [`Turns`], borrowed: the fields of [`Turn`] as slices.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A turn of [`Turns`], borrowed: the fields of [`Turn`] as slices (the text is a copy when its page is
+/// compressed).
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnRef<'a> {
     pub id: u64,
     pub session: &'a str,
     pub seq: u32,
     pub speaker: &'a str,
-    pub text: &'a str,
+    pub text: Cow<'a, str>,
     pub caption: Option<&'a str>,
     pub time: TimeMs,
     pub ingested: TimeMs,
@@ -45,7 +78,7 @@ impl TurnRef<'_> {
             session: self.session.into(),
             seq: self.seq,
             speaker: self.speaker.into(),
-            text: self.text.into(),
+            text: self.text.to_string(),
             caption: self.caption.map(str::to_string),
             time: self.time,
             ingested: self.ingested,
@@ -54,17 +87,20 @@ impl TurnRef<'_> {
 
     /// [`Turn::unit_text`].
     pub fn unit_text(&self) -> String {
-        unit_text_of(self.speaker, self.text, self.caption)
+        unit_text_of(self.speaker, &self.text, self.caption)
     }
 }
 
 /// Turns by id. Appending in id order (how stores read them and a memory adds them) keeps them sorted; otherwise
 /// [`sort`](Self::sort) must run before lookups by id.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Turns {
     ids: Vec<u64>,
     rows: Vec<Row>,
-    pages: Vec<String>,
+    pages: Vec<Page>,
+    /// The last packed page read, unpacked: reads in order (the lexical index at open, a session's turns) unpack
+    /// each page once. A mutex rather than a `RefCell` keeps `Turns` shareable across threads natively.
+    unpacked: Mutex<Option<(u32, String)>>,
     /// Captions are rare: by turn id.
     captions: BTreeMap<u64, String>,
     /// Session ids and speakers, each once.
@@ -79,10 +115,26 @@ impl Default for Turns {
             ids: Vec::new(),
             rows: Vec::new(),
             pages: Vec::new(),
+            unpacked: Mutex::new(None),
             captions: BTreeMap::new(),
             names: Vec::new(),
             name_ids: FxHashMap::default(),
             sorted: true,
+        }
+    }
+}
+
+impl Clone for Turns {
+    fn clone(&self) -> Self {
+        Turns {
+            ids: self.ids.clone(),
+            rows: self.rows.clone(),
+            pages: self.pages.clone(),
+            unpacked: Mutex::new(None),
+            captions: self.captions.clone(),
+            names: self.names.clone(),
+            name_ids: self.name_ids.clone(),
+            sorted: self.sorted,
         }
     }
 }
@@ -130,7 +182,7 @@ impl Turns {
             session: &t.session,
             seq: t.seq,
             speaker: &t.speaker,
-            text: &t.text,
+            text: Cow::Borrowed(&t.text),
             caption: t.caption.as_deref(),
             time: t.time,
             ingested: t.ingested,
@@ -142,13 +194,24 @@ impl Turns {
             self.sorted = false;
         }
         let (session, speaker) = (self.name(t.session), self.name(t.speaker));
-        let fits = self.pages.last().is_some_and(|p| p.capacity() - p.len() >= t.text.len());
-        if !fits {
-            self.pages.push(String::with_capacity(PAGE.max(t.text.len())));
-        }
+        let open = match self.pages.last_mut() {
+            Some(Page::Open(p)) if p.capacity() - p.len() >= t.text.len() => p,
+            last => {
+                if let Some(page) = last {
+                    if let Page::Open(full) = page {
+                        *page = Page::pack(full);
+                    }
+                }
+                self.pages.push(Page::Open(String::with_capacity(PAGE.max(t.text.len()))));
+                match self.pages.last_mut() {
+                    Some(Page::Open(p)) => p,
+                    _ => unreachable!("a page was just opened"),
+                }
+            }
+        };
+        open.push_str(&t.text);
+        let end = open.len() as u32;
         let page = self.pages.len() - 1;
-        self.pages[page].push_str(t.text);
-        let end = self.pages[page].len() as u32;
         self.ids.push(t.id);
         self.rows.push(Row {
             session,
@@ -172,12 +235,24 @@ impl Turns {
             _ => 0,
         };
         let id = self.ids[i];
+        let end = row.end as usize;
+        let text = match &self.pages[row.page as usize] {
+            Page::Open(p) => Cow::Borrowed(&p[start..end]),
+            Page::Packed { lz4, len } => {
+                let mut unpacked = self.unpacked.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if unpacked.as_ref().is_none_or(|(page, _)| *page != row.page) {
+                    *unpacked = Some((row.page, Page::unpack(lz4, *len)));
+                }
+                let page = unpacked.as_ref().map_or("", |(_, text)| text.as_str());
+                Cow::Owned(page.get(start..end).unwrap_or_default().to_string())
+            }
+        };
         TurnRef {
             id,
             session: &self.names[row.session as usize],
             seq: row.seq,
             speaker: &self.names[row.speaker as usize],
-            text: &self.pages[row.page as usize][start..row.end as usize],
+            text,
             caption: self.captions.get(&id).map(String::as_str),
             time: row.time,
             ingested: row.ingested,
@@ -289,7 +364,7 @@ mod tests {
         let t = Turns::from(given.clone());
         assert_eq!(t.to_vec(), given);
         assert_eq!(t.get(&2).map(|r| r.to_turn()), Some(given[1].clone()));
-        assert_eq!(t.get(&4).map(|r| r.text), Some("héllo ✓"));
+        assert_eq!(t.get(&4).map(|r| r.text.into_owned()).as_deref(), Some("héllo ✓"));
         assert_eq!(t.get(&3), None);
         assert_eq!(t.get(&2).map(|r| r.unit_text()), Some(given[1].unit_text()));
     }
@@ -301,17 +376,64 @@ mod tests {
             t.push(x);
         }
         t.push(turn(2, "b", "two again", None));
-        assert_eq!(t.get(&2).map(|r| r.text), Some("two again"), "unsorted lookups find the latest");
+        assert_eq!(
+            t.get(&2).map(|r| r.text.into_owned()).as_deref(),
+            Some("two again"),
+            "unsorted lookups find the latest"
+        );
         t.sort();
         let ids: Vec<u64> = t.iter().map(|r| r.id).collect();
         assert_eq!(ids, [2, 5, 9]);
-        assert_eq!(t.get(&2).map(|r| (r.text, r.caption)), Some(("two again", None)));
+        assert_eq!(
+            t.get(&2).map(|r| (r.text.into_owned(), r.caption.is_none())),
+            Some(("two again".to_string(), true))
+        );
         t.retain(|r| r.session == "a");
         assert_eq!(t.to_vec(), vec![turn(5, "a", "five", None), turn(9, "a", "nine", None)]);
         t.push(turn(12, "a", "twelve", None));
-        assert_eq!(t.get(&12).map(|r| r.text), Some("twelve"));
-        assert_eq!(t.get(&9).map(|r| r.text), Some("nine"));
+        assert_eq!(t.get(&12).map(|r| r.text.into_owned()).as_deref(), Some("twelve"));
+        assert_eq!(t.get(&9).map(|r| r.text.into_owned()).as_deref(), Some("nine"));
         t.clear();
         assert!(t.is_empty());
+    }
+
+    /// Bytes the texts take in RAM: open pages as they are, packed ones compressed.
+    fn held_text_bytes(t: &Turns) -> usize {
+        t.pages
+            .iter()
+            .map(|p| match p {
+                Page::Open(s) => s.len(),
+                Page::Packed { lz4, .. } => lz4.len(),
+            })
+            .sum()
+    }
+
+    #[test]
+    fn texts_over_many_packed_pages_read_back_exactly_in_any_order() {
+        // Chat-like lines (some non-ASCII), a 40,000-character paste, and enough of them to fill many pages.
+        let text = |i: u64| match i {
+            777 => "a pasted document, ".repeat(2_000) + "the end",
+            _ if i % 5 == 0 => format!("Día {i}: fuimos al mercado y compramos {} naranjas ✓", i % 13),
+            _ => format!("turn {i}: we talked about the garden, the {} tomatoes and the trip to Lisbon", i % 17),
+        };
+        let given: Vec<Turn> = (1..=3_000).map(|i| turn(i, &format!("s{}", i / 100), &text(i), None)).collect();
+        let raw: usize = given.iter().map(|t| t.text.len()).sum();
+        let t = Turns::from(given.clone());
+        assert!(t.pages.iter().filter(|p| matches!(p, Page::Packed { .. })).count() >= 3, "several pages packed");
+        assert!(held_text_bytes(&t) * 2 < raw, "{} bytes held for {raw}", held_text_bytes(&t));
+        assert_eq!(t.to_vec(), given, "in order");
+        for i in [2_999u64, 1, 1_500, 777, 2, 2_998, 778, 3_000] {
+            assert_eq!(t.get(&i).map(|r| r.to_turn()).as_ref(), Some(&given[i as usize - 1]), "turn {i}");
+        }
+        // A clone, a retain and a sort rebuild from packed pages.
+        let mut kept = t.clone();
+        kept.retain(|r| r.id % 2 == 0);
+        assert_eq!(kept.to_vec(), given.iter().filter(|g| g.id % 2 == 0).cloned().collect::<Vec<_>>());
+        let mut shuffled = Turns::new();
+        for g in given.iter().rev() {
+            shuffled.push(g.clone());
+        }
+        shuffled.sort();
+        assert_eq!(shuffled, t);
     }
 }
