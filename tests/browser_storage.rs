@@ -475,35 +475,46 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     assert_eq!(store.load().await.unwrap().unblocked(), reference.load().await.unwrap().unblocked());
     store.close();
 
-    // Turn chunks are stored as UTF-8 JSON bytes; a chunk as earlier builds wrote it (the JSON as a string) still
-    // reads the same.
-    let kind = run_js(
-        r#"return new Promise((ok, err) => {
-          const r = indexedDB.open("loci:t-v3");
-          r.onsuccess = () => {
-            const db = r.result;
-            const tx = db.transaction(["turnChunks"], "readwrite");
-            const chunks = tx.objectStore("turnChunks");
-            const get = chunks.get(0);
-            get.onsuccess = () => {
-              const kind = get.result instanceof Uint8Array ? "bytes" : typeof get.result;
-              chunks.put(new TextDecoder().decode(get.result), 0);
-              tx.oncomplete = () => { db.close(); ok(kind); };
-            };
-            tx.onerror = () => err(tx.error);
-          };
-          r.onerror = () => err(r.error);
-        })"#,
-    )
-    .await;
-    assert_eq!(kind.as_string().as_deref(), Some("bytes"));
-    let store = IdbStore::open("t-v3").await.expect("reopen");
-    assert_eq!(
-        store.load().await.unwrap().unblocked(),
-        reference.load().await.unwrap().unblocked(),
-        "a string turn chunk reads the same"
-    );
-    store.close();
+    // Turn chunks are stored in binary (schema 5: columns and an LZ4 block of the texts). A schema 4 memory (its
+    // meta says 4, its chunk is a JSON array as UTF-8 bytes) and a chunk as earlier builds wrote it (the JSON as a
+    // string) read the same; the schema 4 memory is reported as schema 5.
+    let expected = reference.load().await.unwrap().unblocked();
+    let json = serde_json::to_string(&expected.turns.to_vec()).unwrap();
+    for (form, value) in [("JSON bytes, schema 4", "new TextEncoder().encode(json)"), ("a JSON string", "json")] {
+        let kind = run_js(&format!(
+            r#"const json = {json_literal};
+            return new Promise((ok, err) => {{
+              const r = indexedDB.open("loci:t-v3");
+              r.onsuccess = () => {{
+                const db = r.result;
+                const tx = db.transaction(["turnChunks", "meta"], "readwrite");
+                const chunks = tx.objectStore("turnChunks");
+                const get = chunks.get(0);
+                get.onsuccess = () => {{
+                  const kind = get.result instanceof Uint8Array && get.result[0] === 1 ? "binary" : typeof get.result;
+                  chunks.put({value}, 0);
+                  const meta = tx.objectStore("meta").get("meta");
+                  meta.onsuccess = () => tx.objectStore("meta").put({{ ...meta.result, schema: 4 }}, "meta");
+                  tx.oncomplete = () => {{ db.close(); ok(kind); }};
+                }};
+                tx.onerror = () => err(tx.error);
+              }};
+              r.onerror = () => err(r.error);
+            }})"#,
+            json_literal = serde_json::to_string(&json).unwrap(),
+        ))
+        .await;
+        assert_eq!(kind.as_string().as_deref(), Some("binary"), "before {form}: the chunk as this loci writes it");
+        let store = IdbStore::open("t-v3").await.expect("reopen");
+        let loaded = store.load().await.unwrap();
+        assert!(loaded.quarantined.is_empty(), "{form}: {:?}", loaded.quarantined);
+        assert_eq!(loaded.unblocked(), expected, "{form} reads the same (as schema 5)");
+        // The next write stores the chunk in binary again.
+        let more = WriteBatch { meta: expected.meta.clone(), turns: expected.turns.to_vec(), ..Default::default() };
+        store.write(more).await.expect("rewrite");
+        assert_eq!(store.load().await.unwrap().unblocked(), expected);
+        store.close();
+    }
     IdbStore::delete("t-v3").await.expect("delete");
 }
 

@@ -6,8 +6,8 @@
 //! - `vectors` (key = `unit id / VECTOR_CHUNK`): the units of up to [`VECTOR_CHUNK`] ids, each `{ dim, ids:
 //!   Uint32Array, rows: Uint32Array, scales: Float32Array, codes: Int8Array, units: string }`, the vectors packed as
 //!   int8 (binary, never JSON) and `units` one JSON array of `[session, turnIds]`, aligned with `ids`;
-//! - `turnChunks` (key = `turn id / TURN_CHUNK`): one JSON string, the array of up to [`TURN_CHUNK`] turns in id
-//!   order.
+//! - `turnChunks` (key = `turn id / TURN_CHUNK`): up to [`TURN_CHUNK`] turns in id order, their fields in binary
+//!   columns and their texts as one LZ4 block ([`turn_chunk`], schema 5; schema 4 stored a JSON array, still read).
 //!
 //! Open reads everything with eight `get`/`getAll` requests, however many units there are, and decodes a chunk with
 //! one `serde_json` parse. A write reads and rewrites, inside its own transaction, only the chunks whose turns or
@@ -34,7 +34,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::seal::{KeySource, Sealer};
 use super::{
-    Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK,
+    turn_chunk, Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK,
     VECTOR_CHUNK,
 };
 use crate::embed::DIM;
@@ -43,7 +43,12 @@ use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode
 use crate::types::{Session, Turn, Turns, Unit};
 
 /// IndexedDB version: 1 had four stores, 2 added `vectors`, 3 the distillation stores, 4 `turnChunks`.
-const DB_VERSION: u32 = 4;
+const DB_VERSION: u32 = 5;
+/// Schema 4 differs from 5 only in how turn chunks are written, and both forms read: a schema 4 memory opens as it
+/// is, reported as schema 5, and its meta record says so from its next write. (Nothing is written at load: a
+/// follower tab's load must not race the leader's meta.) An older loci meets `DB_VERSION` 5 and refuses the
+/// database rather than misreading the chunks it holds.
+const SCHEMA_4: u32 = 4;
 const META: &str = "meta";
 const SESSIONS: &str = "sessions";
 /// Schema 1–3: one record per turn / per unit (read only to migrate; empty afterwards).
@@ -580,7 +585,7 @@ impl IdbStore {
             if chunk.is_empty() {
                 turn_store.delete(Query::Key(key)).map_err(|e| idb_err("writing turns", e))?;
             } else {
-                let bytes = Uint8Array::from(turns_json(chunk)?.as_slice());
+                let bytes = Uint8Array::from(turn_chunk::encode(chunk.values())?.as_slice());
                 turn_store.put(&bytes, Some(&key)).map_err(|e| idb_err("writing turns", e))?;
             }
         }
@@ -696,7 +701,7 @@ impl IdbStore {
             let key = c.to_string();
             let chunk = match &record {
                 None => BTreeMap::new(),
-                Some(r) => match sealer.open(TURN_CHUNKS, &key, r).await.and_then(|b| parse_turn_bytes(&b)) {
+                Some(r) => match sealer.open(TURN_CHUNKS, &key, r).await.and_then(|b| turn_chunk::decode(&b)) {
                     Ok(turns) => turns.into_iter().map(|t| (t.id, t)).collect(),
                     Err(_) => {
                         ops.push(aside(TURN_CHUNKS, &key, r));
@@ -712,7 +717,7 @@ impl IdbStore {
             match chunk.is_empty() {
                 true => ops.push(Op::Delete { store: TURN_CHUNKS, key }),
                 false => {
-                    let sealed = sealer.seal(TURN_CHUNKS, &n.to_string(), &turns_json(chunk)?).await?;
+                    let sealed = sealer.seal(TURN_CHUNKS, &n.to_string(), &turn_chunk::encode(chunk.values())?).await?;
                     ops.push(put(TURN_CHUNKS, Some(key), sealed.into()));
                 }
             }
@@ -815,11 +820,14 @@ impl IdbStore {
         let vector_keys = vector_keys_req.await.map_err(|e| read("vectors", e))?;
         let vector_chunks = vectors_req.await.map_err(|e| read("vectors", e))?;
 
-        let meta = match meta {
+        let mut meta = match meta {
             Some(m) => Some(from_json::<Meta>(&sealer.open(META, META_KEY, &m).await?, "meta")?),
             None => None,
         };
-        if let Some(m) = &meta {
+        if let Some(m) = &mut meta {
+            if m.schema == SCHEMA_4 {
+                m.schema = SCHEMA_VERSION; // see SCHEMA_4
+            }
             if m.schema != SCHEMA_VERSION {
                 return Err(Error::SchemaMismatch(format!("an encrypted memory of schema {}", m.schema)));
             }
@@ -835,9 +843,8 @@ impl IdbStore {
         // Each chunk's turns go into the compact table and are dropped before the next chunk is decoded.
         let mut turns = Turns::with_capacity(keys.len() * TURN_CHUNK as usize);
         for (key, plain) in keys.into_iter().zip(opened) {
-            match plain.and_then(|b| parse_turn_bytes(&b)) {
-                Ok(t) => t.into_iter().for_each(|t| turns.push(t)),
-                Err(e) => quarantined.push(unopened(TURN_CHUNKS, key, e)),
+            if let Err(e) = plain.and_then(|b| turn_chunk::load_into(&mut turns, &b)) {
+                quarantined.push(unopened(TURN_CHUNKS, key, e));
             }
         }
         drop(turn_chunks);
@@ -917,13 +924,19 @@ fn turns_from_js(record: Option<JsValue>) -> Result<BTreeMap<u64, Turn>> {
     Ok(turns.into_iter().map(|t| (t.id, t)).collect())
 }
 
-/// A turn chunk: UTF-8 JSON bytes, or (as earlier builds wrote it) the same JSON as a string.
-fn parse_turns(record: &JsValue) -> Result<Vec<Turn>> {
+/// A turn chunk record's bytes: the stored chunk (binary, or schema 4's UTF-8 JSON), or (as earlier builds wrote
+/// it) the JSON as a string.
+fn turn_record_bytes(record: &JsValue) -> Result<Vec<u8>> {
     if let Some(bytes) = record.dyn_ref::<Uint8Array>() {
-        return parse_turn_bytes(&bytes.to_vec());
+        return Ok(bytes.to_vec());
     }
-    let json = record.as_string().ok_or_else(|| Error::Storage("a stored turn chunk is not JSON".into()))?;
-    parse_turn_bytes(json.as_bytes())
+    let json = record.as_string().ok_or_else(|| Error::Storage("a stored turn chunk is not bytes or JSON".into()))?;
+    Ok(json.into_bytes())
+}
+
+/// A turn chunk record's turns, each whole.
+fn parse_turns(record: &JsValue) -> Result<Vec<Turn>> {
+    turn_chunk::decode(&turn_record_bytes(record)?)
 }
 
 /// One unit of a chunk: its int8 rows and, from schema 4, the unit itself (`None`: a schema 2–3 chunk, whose unit
@@ -1205,16 +1218,6 @@ fn merge_units(chunks: &mut BTreeMap<u32, Chunk>, batch: &WriteBatch, dim: usize
     }
 }
 
-/// A turn chunk as UTF-8 JSON bytes: at open they are copied into wasm as they are (a JS string would be re-encoded
-/// from UTF-16, which cost ~0.2 s of a 100k-unit open).
-fn turns_json(chunk: &BTreeMap<u64, Turn>) -> Result<Vec<u8>> {
-    serde_json::to_vec(&chunk.values().collect::<Vec<_>>()).map_err(|e| Error::Storage(format!("encoding turns: {e}")))
-}
-
-fn parse_turn_bytes(bytes: &[u8]) -> Result<Vec<Turn>> {
-    serde_json::from_slice(bytes).map_err(|e| Error::Storage(format!("a stored turn chunk is damaged: {e}")))
-}
-
 /// A sealed record that did not open or decode, as a [`Quarantined`] entry.
 fn unopened(store: &str, key: String, e: Error) -> Quarantined {
     let reason = match key.starts_with(QUARANTINE_PREFIX) {
@@ -1281,9 +1284,8 @@ impl Store for IdbStore {
         // memory keeps as it is) and are dropped before the next chunk is decoded.
         let mut turns = Turns::with_capacity(turn_chunks.len() * TURN_CHUNK as usize);
         for (i, c) in turn_chunks.iter().enumerate() {
-            match parse_turns(c) {
-                Ok(t) => t.into_iter().for_each(|t| turns.push(t)),
-                Err(e) => damaged_chunks.push((TURN_CHUNKS, i, e.to_string())),
+            if let Err(e) = turn_record_bytes(c).and_then(|b| turn_chunk::load_into(&mut turns, &b)) {
+                damaged_chunks.push((TURN_CHUNKS, i, e.to_string()));
             }
         }
         drop(turn_chunks);
@@ -1336,7 +1338,10 @@ impl Store for IdbStore {
         }
         drop(chunks);
         let mut block = Some(block);
-        if let Some(m) = meta.as_mut().filter(|m| m.schema < SCHEMA_VERSION) {
+        if let Some(m) = meta.as_mut().filter(|m| m.schema == SCHEMA_4) {
+            m.schema = SCHEMA_VERSION; // see SCHEMA_4
+        }
+        if let Some(m) = meta.as_mut().filter(|m| m.schema < SCHEMA_4) {
             // Migrating: units read from schema 2–3 records join these, so every unit keeps its own rows.
             if let Some(b) = block.take() {
                 units.extend(b.into_units(self.dim.get()));

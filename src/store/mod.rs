@@ -10,6 +10,7 @@ pub mod idb;
 pub mod mem;
 #[cfg(target_arch = "wasm32")]
 pub mod seal;
+pub mod turn_chunk;
 
 use async_trait::async_trait;
 use rustc_hash::FxHashMap;
@@ -28,7 +29,8 @@ use crate::types::{Session, Turn, Turns, Unit, UnitMode};
 /// 3: distillation persisted (IndexedDB stores `episodes`, `facts`, `jobs`, and a `distill` record in `meta`).
 /// 4: turns packed into chunk records of [`TURN_CHUNK`] turns (one JSON string each), units inside the vector chunks
 /// (IndexedDB), no longer one record per turn and per unit.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: turn chunks in binary columns with their texts as one LZ4 block ([`turn_chunk`]), kept as they are in RAM.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Units per vector chunk record: unit `id` lives in chunk `id / VECTOR_CHUNK`, so open reads about
 /// `units / VECTOR_CHUNK` records of vectors, and a write rewrites only the chunks it touches.

@@ -5,7 +5,7 @@
 pub mod distilled;
 mod turns;
 
-pub use turns::{TurnRef, Turns};
+pub use turns::{PackedTurn, TurnRef, Turns};
 
 use serde::{Deserialize, Serialize};
 

@@ -57,6 +57,19 @@ struct Row {
     ingested: TimeMs,
 }
 
+/// A turn of [`Turns::push_packed`]: its fields, and its text's length in the block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedTurn<'a> {
+    pub id: u64,
+    pub session: &'a str,
+    pub seq: u32,
+    pub speaker: &'a str,
+    pub caption: Option<&'a str>,
+    pub time: TimeMs,
+    pub ingested: TimeMs,
+    pub text_len: u32,
+}
+
 /// A turn of [`Turns`], borrowed: the fields of [`Turn`] as slices (the text is a copy when its page is
 /// compressed).
 #[derive(Debug, Clone, PartialEq)]
@@ -257,6 +270,48 @@ impl Turns {
             time: row.time,
             ingested: row.ingested,
         }
+    }
+
+    /// Appends turns whose texts, back to back in their order (`text_len` bytes each), are the LZ4 block `lz4`
+    /// of `len` bytes: a store that keeps turn texts compressed hands the block over as a page, with nothing to
+    /// parse or compress. The block is checked first (it decodes to UTF-8 of `len` bytes, cut by the turns at
+    /// character boundaries); on an error nothing is added.
+    pub fn push_packed(&mut self, turns: &[PackedTurn], lz4: Box<[u8]>, len: u32) -> Result<(), &'static str> {
+        let text = lz4_flex::block::decompress(&lz4, len as usize).map_err(|_| "its texts do not decompress")?;
+        let text = std::str::from_utf8(&text).map_err(|_| "its texts are not UTF-8")?;
+        let mut end = 0usize;
+        for t in turns {
+            end = end.checked_add(t.text_len as usize).ok_or("its text lengths overflow")?;
+            if end > text.len() || !text.is_char_boundary(end) {
+                return Err("its text lengths do not fit its texts");
+            }
+        }
+        if end != text.len() || text.len() != len as usize {
+            return Err("its text lengths do not add up to its texts");
+        }
+        if let Some(last) = self.pages.last_mut() {
+            if let Page::Open(open) = last {
+                *last = Page::pack(open);
+            }
+        }
+        self.pages.push(Page::Packed { lz4, len });
+        let page = (self.pages.len() - 1) as u32;
+        self.reserve(turns.len());
+        let mut end = 0u32;
+        for t in turns {
+            if self.ids.last().is_some_and(|&last| last >= t.id) {
+                self.sorted = false;
+            }
+            let (session, speaker) = (self.name(t.session), self.name(t.speaker));
+            end += t.text_len;
+            self.ids.push(t.id);
+            self.rows.push(Row { session, speaker, seq: t.seq, page, end, time: t.time, ingested: t.ingested });
+            match t.caption {
+                Some(c) => drop(self.captions.insert(t.id, c.to_string())),
+                None => drop(self.captions.remove(&t.id)),
+            }
+        }
+        Ok(())
     }
 
     pub fn get(&self, id: &u64) -> Option<TurnRef<'_>> {
