@@ -19,6 +19,7 @@ mod llm_server;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use common::Rng;
 use llm_server::LlmServer;
 use loci::distill::DistillConfig;
 use loci::llm::native::UreqTransport;
@@ -32,19 +33,6 @@ use pollster::block_on;
 
 type Oracle = BTreeMap<String, Vec<(String, String, f64)>>;
 type Mem = Memory<MemStore, loci::embed::OnnxRuntime>;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const WORDS: &[&str] = &[
     "glacier",

@@ -4,10 +4,13 @@
 //! `wasm_heap_mb_100k` sees. `LOCI_HEAP_UNITS` changes the size; the bound is checked at the default size only.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use async_trait::async_trait;
+use common::Rng;
 use loci::embed::{default_model_dir, Batch, Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
 use loci::memory::{Memory, MemoryConfig};
 use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
@@ -67,27 +70,14 @@ beach museum bookshop novel guitar lesson painting yesterday today tomorrow last
 morning evening with for about after before because and but so really finally again happy tired nervous excited \
 proud sore late early cheap expensive quiet noisy";
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Writes `units` pair units, 10 to a session, in batches as the bench does.
 fn populate(store: &MemStore, units: u32) {
     let words: Vec<&str> = WORDS.split(' ').collect();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let per = 10;
     let sentence = |rng: &mut Rng| {
-        let n = 6 + rng.below(20);
-        let mut s: Vec<&str> = (0..n).map(|_| words[rng.below(words.len())]).collect();
+        let n = 6 + rng.below(20) as usize;
+        let mut s: Vec<&str> = (0..n).map(|_| words[rng.below(words.len() as u64) as usize]).collect();
         s.push(".");
         s.join(" ")
     };

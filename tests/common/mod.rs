@@ -32,3 +32,20 @@ pub fn msg(speaker: &str, content: &str, time: &str) -> MessageInput {
         ..Default::default()
     }
 }
+
+/// A seeded xorshift64 generator: the same stream on every machine, with no dependency (the seed must not be 0).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
