@@ -20,26 +20,23 @@ use super::{unit_text_of, TimeMs, Turn};
 /// Bytes of text a page is made for (a longer text gets a page of its own size).
 const PAGE: usize = 64 * 1024;
 
-/// A page of texts: the last one is filled as turns come, the others are compressed.
+/// A full page of texts, compressed: an LZ4 block of `len` bytes of UTF-8.
 #[derive(Debug, Clone)]
-enum Page {
-    Open(String),
-    /// An LZ4 block of `len` bytes of UTF-8.
-    Packed {
-        lz4: Box<[u8]>,
-        len: u32,
-    },
+struct Packed {
+    lz4: Box<[u8]>,
+    len: u32,
 }
 
-impl Page {
-    fn pack(text: &str) -> Page {
-        Page::Packed { lz4: lz4_flex::block::compress(text.as_bytes()).into_boxed_slice(), len: text.len() as u32 }
+impl Packed {
+    fn of(text: &str) -> Packed {
+        Packed { lz4: lz4_flex::block::compress(text.as_bytes()).into_boxed_slice(), len: text.len() as u32 }
     }
 
-    /// The text of a packed page. The blocks are made by [`pack`](Self::pack) from strings, so they decode; were
-    /// one damaged in RAM, its turns would read empty rather than abort the page.
-    fn unpack(lz4: &[u8], len: u32) -> String {
-        let bytes = lz4_flex::block::decompress(lz4, len as usize).unwrap_or_default();
+    /// Its text. The blocks are made by [`of`](Self::of) from strings, or checked when adopted
+    /// ([`Turns::push_packed`]), so they decode; were one damaged in RAM, its turns would read empty rather than
+    /// abort the page.
+    fn unpack(&self) -> String {
+        let bytes = lz4_flex::block::decompress(&self.lz4, self.len as usize).unwrap_or_default();
         String::from_utf8(bytes).unwrap_or_default()
     }
 }
@@ -110,7 +107,10 @@ impl TurnRef<'_> {
 pub struct Turns {
     ids: Vec<u64>,
     rows: Vec<Row>,
-    pages: Vec<Page>,
+    /// Full pages, compressed; page `packed.len()` is `open`.
+    packed: Vec<Packed>,
+    /// The page being filled.
+    open: String,
     /// The last packed page read, unpacked: reads in order (the lexical index at open, a session's turns) unpack
     /// each page once. A mutex rather than a `RefCell` keeps `Turns` shareable across threads natively.
     unpacked: Mutex<Option<(u32, String)>>,
@@ -127,7 +127,8 @@ impl Default for Turns {
         Turns {
             ids: Vec::new(),
             rows: Vec::new(),
-            pages: Vec::new(),
+            packed: Vec::new(),
+            open: String::new(),
             unpacked: Mutex::new(None),
             captions: BTreeMap::new(),
             names: Vec::new(),
@@ -142,7 +143,8 @@ impl Clone for Turns {
         Turns {
             ids: self.ids.clone(),
             rows: self.rows.clone(),
-            pages: self.pages.clone(),
+            packed: self.packed.clone(),
+            open: self.open.clone(),
             unpacked: Mutex::new(None),
             captions: self.captions.clone(),
             names: self.names.clone(),
@@ -203,41 +205,41 @@ impl Turns {
     }
 
     fn push_ref(&mut self, t: &TurnRef) {
-        if self.ids.last().is_some_and(|&last| last >= t.id) {
+        if self.open.capacity() - self.open.len() < t.text.len() {
+            self.pack_open();
+            self.open = String::with_capacity(PAGE.max(t.text.len()));
+        }
+        self.open.push_str(&t.text);
+        let (page, end) = (self.packed.len() as u32, self.open.len() as u32);
+        self.push_row(
+            t.id,
+            t.session,
+            t.speaker,
+            t.caption,
+            Row { session: 0, speaker: 0, seq: t.seq, page, end, time: t.time, ingested: t.ingested },
+        );
+    }
+
+    /// Compresses the page being filled, if any turn is on it (a new one starts empty).
+    fn pack_open(&mut self) {
+        let on_it = self.rows.last().is_some_and(|r| r.page as usize == self.packed.len());
+        if on_it || !self.open.is_empty() {
+            self.packed.push(Packed::of(&self.open));
+        }
+        self.open = String::new();
+    }
+
+    /// Appends a turn's row (`row`'s names filled in here) and notes its caption.
+    fn push_row(&mut self, id: u64, session: &str, speaker: &str, caption: Option<&str>, mut row: Row) {
+        if self.ids.last().is_some_and(|&last| last >= id) {
             self.sorted = false;
         }
-        let (session, speaker) = (self.name(t.session), self.name(t.speaker));
-        let open = match self.pages.last_mut() {
-            Some(Page::Open(p)) if p.capacity() - p.len() >= t.text.len() => p,
-            last => {
-                if let Some(page) = last {
-                    if let Page::Open(full) = page {
-                        *page = Page::pack(full);
-                    }
-                }
-                self.pages.push(Page::Open(String::with_capacity(PAGE.max(t.text.len()))));
-                match self.pages.last_mut() {
-                    Some(Page::Open(p)) => p,
-                    _ => unreachable!("a page was just opened"),
-                }
-            }
-        };
-        open.push_str(&t.text);
-        let end = open.len() as u32;
-        let page = self.pages.len() - 1;
-        self.ids.push(t.id);
-        self.rows.push(Row {
-            session,
-            speaker,
-            seq: t.seq,
-            page: page as u32,
-            end,
-            time: t.time,
-            ingested: t.ingested,
-        });
-        match t.caption {
-            Some(c) => drop(self.captions.insert(t.id, c.to_string())),
-            None => drop(self.captions.remove(&t.id)),
+        (row.session, row.speaker) = (self.name(session), self.name(speaker));
+        self.ids.push(id);
+        self.rows.push(row);
+        match caption {
+            Some(c) => drop(self.captions.insert(id, c.to_string())),
+            None => drop(self.captions.remove(&id)),
         }
     }
 
@@ -249,12 +251,12 @@ impl Turns {
         };
         let id = self.ids[i];
         let end = row.end as usize;
-        let text = match &self.pages[row.page as usize] {
-            Page::Open(p) => Cow::Borrowed(&p[start..end]),
-            Page::Packed { lz4, len } => {
+        let text = match self.packed.get(row.page as usize) {
+            None => Cow::Borrowed(self.open.get(start..end).unwrap_or_default()),
+            Some(packed) => {
                 let mut unpacked = self.unpacked.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 if unpacked.as_ref().is_none_or(|(page, _)| *page != row.page) {
-                    *unpacked = Some((row.page, Page::unpack(lz4, *len)));
+                    *unpacked = Some((row.page, packed.unpack()));
                 }
                 let page = unpacked.as_ref().map_or("", |(_, text)| text.as_str());
                 Cow::Owned(page.get(start..end).unwrap_or_default().to_string())
@@ -289,27 +291,17 @@ impl Turns {
         if end != text.len() || text.len() != len as usize {
             return Err("its text lengths do not add up to its texts");
         }
-        if let Some(last) = self.pages.last_mut() {
-            if let Page::Open(open) = last {
-                *last = Page::pack(open);
-            }
-        }
-        self.pages.push(Page::Packed { lz4, len });
-        let page = (self.pages.len() - 1) as u32;
+        self.pack_open();
+        self.packed.push(Packed { lz4, len });
+        let page = (self.packed.len() - 1) as u32;
+        // The next turn pushed one by one starts a page of its own.
+        self.open = String::new();
         self.reserve(turns.len());
         let mut end = 0u32;
         for t in turns {
-            if self.ids.last().is_some_and(|&last| last >= t.id) {
-                self.sorted = false;
-            }
-            let (session, speaker) = (self.name(t.session), self.name(t.speaker));
             end += t.text_len;
-            self.ids.push(t.id);
-            self.rows.push(Row { session, speaker, seq: t.seq, page, end, time: t.time, ingested: t.ingested });
-            match t.caption {
-                Some(c) => drop(self.captions.insert(t.id, c.to_string())),
-                None => drop(self.captions.remove(&t.id)),
-            }
+            let row = Row { session: 0, speaker: 0, seq: t.seq, page, end, time: t.time, ingested: t.ingested };
+            self.push_row(t.id, t.session, t.speaker, t.caption, row);
         }
         Ok(())
     }
@@ -452,15 +444,9 @@ mod tests {
         assert!(t.is_empty());
     }
 
-    /// Bytes the texts take in RAM: open pages as they are, packed ones compressed.
+    /// Bytes the texts take in RAM: the open page as it is, packed ones compressed.
     fn held_text_bytes(t: &Turns) -> usize {
-        t.pages
-            .iter()
-            .map(|p| match p {
-                Page::Open(s) => s.len(),
-                Page::Packed { lz4, .. } => lz4.len(),
-            })
-            .sum()
+        t.open.len() + t.packed.iter().map(|p| p.lz4.len()).sum::<usize>()
     }
 
     #[test]
@@ -474,7 +460,7 @@ mod tests {
         let given: Vec<Turn> = (1..=3_000).map(|i| turn(i, &format!("s{}", i / 100), &text(i), None)).collect();
         let raw: usize = given.iter().map(|t| t.text.len()).sum();
         let t = Turns::from(given.clone());
-        assert!(t.pages.iter().filter(|p| matches!(p, Page::Packed { .. })).count() >= 3, "several pages packed");
+        assert!(t.packed.len() >= 3, "several pages packed");
         assert!(held_text_bytes(&t) * 2 < raw, "{} bytes held for {raw}", held_text_bytes(&t));
         assert_eq!(t.to_vec(), given, "in order");
         for i in [2_999u64, 1, 1_500, 777, 2, 2_998, 778, 3_000] {
