@@ -174,14 +174,16 @@ async fn assets_are_checked_cached_and_reported() {
     wait(m.close()).await.unwrap();
 }
 
-/// `indexedDB.open(name, version)` from plain JS (another tab's code, or a newer loci), resolving to the connection.
-async fn raw_open(name: &str, version: u32) -> JsValue {
+/// `indexedDB.open(name, version)` from plain JS (another tab's code, or a newer loci), resolving to the connection;
+/// without a version, the database's current one.
+async fn raw_open(name: &str, version: Option<u32>) -> JsValue {
     let open = js_sys::Function::new_with_args(
         "name, version",
         "return new Promise((resolve, reject) => { const r = indexedDB.open(name, version); \
          r.onupgradeneeded = () => {}; r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); })",
     );
-    let promise = open.call2(&JsValue::NULL, &name.into(), &version.into()).unwrap();
+    let version = version.map_or(JsValue::UNDEFINED, JsValue::from);
+    let promise = open.call2(&JsValue::NULL, &name.into(), &version).unwrap();
     wait(promise.unchecked_into()).await.expect("raw open")
 }
 
@@ -206,7 +208,7 @@ async fn another_tabs_upgrade_or_delete_closes_this_memory_and_never_hangs() {
         .unwrap();
 
     // A newer build opens the next schema: its open settles, because the old memory lets go of the database…
-    let newer = raw_open("loci:t-vc", 99).await;
+    let newer = raw_open("loci:t-vc", Some(99)).await;
     let closed: Vec<JsValue> =
         events.iter().filter(|e| get(e, "phase").as_string().as_deref() == Some("closed")).collect();
     assert_eq!(closed.len(), 1, "the old memory said it closed");
@@ -229,7 +231,7 @@ async fn another_tabs_upgrade_or_delete_closes_this_memory_and_never_hangs() {
 
     // A connection that ignores `versionchange` (other code on the page) blocks a deletion: a typed error within
     // seconds, never a hang; the deletion stays queued and happens when that connection closes.
-    let stubborn = raw_open("loci:t-vc", 1).await;
+    let stubborn = raw_open("loci:t-vc", Some(1)).await;
     let started = js_sys::Date::now();
     let err = wait(Memory::delete_database("t-vc".into())).await.expect_err("blocked");
     assert_eq!(code(&err), "BLOCKED_BY_OTHER_TAB");
@@ -274,7 +276,7 @@ async fn writes_commit_with_the_durability_asked_for() {
 
 /// Runs `body` (JS, with `db` the connection) in one readwrite transaction over `stores` of database `name`.
 async fn raw_write(name: &str, stores: &str, body: &str) {
-    let db = raw_open(name, 4).await;
+    let db = raw_open(name, None).await;
     let f = js_sys::Function::new_with_args(
         "db",
         &format!(
