@@ -203,12 +203,14 @@ try {
     await call("populate", encName, n, 10, encryption.passphrase);
     const opens = [];
     const indexed = [];
+    let heapBytes = 0;
     for (let i = 0; i < OPEN_REPS(n); i++) {
       await fresh();
       const o = await call("open", encName, { encryption });
       if (o.stats.units !== n) throw new Error(`opened ${o.stats.units} encrypted units, expected ${n}`);
       opens.push(o.storageMs);
       indexed.push(o.indexedMs);
+      heapBytes = o.wasmHeapBytes;
     }
     const adds = {};
     for (const [which, db, extra] of [["plain", name, {}], ["encrypted", encName, { encryption }]]) {
@@ -220,6 +222,7 @@ try {
     const ratio = (a, b) => Math.round((a / b) * 100) / 100;
     Object.assign(out, {
       [`open_ms_encrypted_${k}`]: r1(median(opens)),
+      [`wasm_heap_mb_encrypted_${k}`]: r1(heapBytes / 2 ** 20),
       [`open_indexed_ms_encrypted_${k}`]: r1(median(indexed)),
       [`open_encrypted_over_plain_${k}`]: ratio(median(opens), plainOpen),
       [`open_indexed_encrypted_over_plain_${k}`]: ratio(median(indexed), plainIndexed),
@@ -231,6 +234,7 @@ try {
     });
     rows.push([`cold open @${k}, encrypted / plaintext (ms)`, `${out[`open_ms_encrypted_${k}`]} / ${r1(plainOpen)}`, "", ""]);
     rows.push([`  until the lexical index is built (ms)`, `${out[`open_indexed_ms_encrypted_${k}`]} / ${r1(plainIndexed)}`, "", ""]);
+    rows.push([`  wasm heap after an encrypted open @${k} (MB)`, out[`wasm_heap_mb_encrypted_${k}`], "", ""]);
     rows.push([`addMessages of one exchange @${k}, encrypted / plaintext (ms)`,
       `${out[`add_messages_p50_ms_encrypted_${k}`]} / ${out[`add_messages_p50_ms_plain_${k}`]}`,
       `${out[`add_messages_p95_ms_encrypted_${k}`]} / ${out[`add_messages_p95_ms_plain_${k}`]}`, ""]);
