@@ -34,11 +34,12 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::seal::{KeySource, Sealer};
 use super::{
-    turn_chunk, Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION, TURN_CHUNK,
-    VECTOR_CHUNK,
+    to_json, turn_chunk, Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION,
+    TURN_CHUNK, VECTOR_CHUNK,
 };
 use crate::embed::DIM;
 use crate::error::{Error, Result};
+use crate::types::bytes::{u32s, ByteReader};
 use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
 use crate::types::{Session, Turn, Turns, Unit};
 
@@ -1055,25 +1056,18 @@ impl Chunk {
 
     fn from_bytes(bytes: &[u8]) -> Result<Chunk> {
         let damaged = || Error::Storage("a stored vector chunk is damaged".into());
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8]> {
-            let part = bytes.get(at..at.checked_add(n).ok_or_else(damaged)?).ok_or_else(damaged)?;
-            at += n;
-            Ok(part)
-        };
-        let words =
-            |b: &[u8]| b.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect::<Vec<_>>();
-        let dim = words(take(4)?)[0] as usize;
-        let n = words(take(4)?)[0] as usize;
+        let mut r = ByteReader::new(bytes);
+        let dim = r.u32().ok_or_else(damaged)? as usize;
+        let n = r.u32().ok_or_else(damaged)? as usize;
         if dim == 0 {
             return Err(damaged());
         }
-        let ids = words(take(n.checked_mul(4).ok_or_else(damaged)?)?);
-        let rows = words(take(n * 4)?);
+        let ids: Vec<u32> = u32s(r.take_items(n, 4).ok_or_else(damaged)?).collect();
+        let rows: Vec<u32> = u32s(r.take_items(n, 4).ok_or_else(damaged)?).collect();
         let total: usize = rows.iter().map(|&r| r as usize).sum();
-        let scales = words(take(total.checked_mul(4).ok_or_else(damaged)?)?).into_iter().map(f32::from_bits).collect();
-        let codes = take(total.checked_mul(dim).ok_or_else(damaged)?)?.iter().map(|&c| c as i8).collect();
-        let units = &bytes[at..];
+        let scales = u32s(r.take_items(total, 4).ok_or_else(damaged)?).map(f32::from_bits).collect();
+        let codes = r.take_items(total, dim).ok_or_else(damaged)?.iter().map(|&c| c as i8).collect();
+        let units = r.rest();
         Self::from_parts(dim, ids, rows, scales, codes, Some(units))
     }
 
@@ -1180,10 +1174,6 @@ fn keyed(id: &JsValue, sealed: Uint8Array) -> JsValue {
 fn aside(store: &'static str, key: &str, record: &JsValue) -> Op {
     let aside = JsValue::from_str(&format!("{QUARANTINE_PREFIX}{key}@{}", js_sys::Date::now()));
     Op::Put { store, key: Some(aside), value: record.clone() }
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(v).map_err(|e| Error::Storage(format!("encoding a record: {e}")))
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {

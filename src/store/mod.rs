@@ -235,6 +235,11 @@ pub struct WriteBatch {
     pub distill: DistillWrite,
 }
 
+/// A record's JSON bytes (a store's records, before sealing or packing).
+pub(crate) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| crate::error::Error::Storage(format!("encoding a record: {e}")))
+}
+
 /// Persistence for one memory.
 #[async_trait(?Send)]
 pub trait Store {

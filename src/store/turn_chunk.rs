@@ -10,7 +10,9 @@
 //! u32 bytes + JSON array of [turn index, caption] · u32 text bytes in all · the LZ4 block of the texts
 //! ```
 
+use super::to_json;
 use crate::error::{Error, Result};
+use crate::types::bytes::ByteReader;
 use crate::types::{PackedTurn, Turn, Turns};
 
 /// The first byte of a binary chunk.
@@ -66,33 +68,14 @@ pub fn encode<'a>(turns: impl IntoIterator<Item = &'a Turn>) -> Result<Vec<u8>> 
     Ok(out)
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(v).map_err(|e| Error::Storage(format!("encoding turns: {e}")))
+/// A length-prefixed JSON value of a chunk.
+fn json<T: serde::de::DeserializeOwned>(r: &mut ByteReader<'_>) -> Result<T> {
+    let n = r.u32().ok_or_else(truncated)? as usize;
+    serde_json::from_slice(r.take(n).ok_or_else(truncated)?).map_err(|e| damaged(&e.to_string()))
 }
 
-/// Reads a chunk front to back; running past its end is damage.
-struct Reader<'b> {
-    bytes: &'b [u8],
-    at: usize,
-}
-
-impl<'b> Reader<'b> {
-    fn take(&mut self, n: usize) -> Result<&'b [u8]> {
-        let end = self.at.checked_add(n).ok_or_else(|| damaged("a length overflows"))?;
-        let part = self.bytes.get(self.at..end).ok_or_else(|| damaged("it is truncated"))?;
-        self.at = end;
-        Ok(part)
-    }
-
-    fn word(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
-        let n = self.word()? as usize;
-        serde_json::from_slice(self.take(n)?).map_err(|e| damaged(&e.to_string()))
-    }
+fn truncated() -> Error {
+    damaged("it is truncated")
 }
 
 /// A chunk's parts, read (not yet checked against its text block).
@@ -106,13 +89,14 @@ struct Parts<'b> {
 }
 
 fn parts(bytes: &[u8]) -> Result<Parts<'_>> {
-    let mut r = Reader { bytes, at: 1 };
-    let count = r.word()? as usize;
-    let names: Vec<String> = r.json()?;
-    let fixed = r.take(count.checked_mul(TURN_BYTES).ok_or_else(|| damaged("a length overflows"))?)?;
-    let captions: Vec<(usize, String)> = r.json()?;
-    let text_len = r.word()?;
-    Ok(Parts { names, fixed, count, captions, text_len, lz4: &bytes[r.at..] })
+    let mut r = ByteReader::new(bytes);
+    r.take(1).ok_or_else(truncated)?; // the format byte, checked by the caller
+    let count = r.u32().ok_or_else(truncated)? as usize;
+    let names: Vec<String> = json(&mut r)?;
+    let fixed = r.take_items(count, TURN_BYTES).ok_or_else(truncated)?;
+    let captions: Vec<(usize, String)> = json(&mut r)?;
+    let text_len = r.u32().ok_or_else(truncated)?;
+    Ok(Parts { names, fixed, count, captions, text_len, lz4: r.rest() })
 }
 
 impl Parts<'_> {

@@ -2,6 +2,7 @@
 //! episodes, facts and jobs).
 //! Validation lives here so that a bad message is refused before anything is written.
 
+pub mod bytes;
 pub mod distilled;
 mod turns;
 
