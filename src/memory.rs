@@ -32,6 +32,10 @@ use crate::recall::{self, RecallMethod};
 use crate::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
 use crate::types::{format_time, validate_message, InputLimits, MessageInput, Session, TimeMs, Turn, Unit, UnitMode};
 
+/// Below this many units left to index at open, the build is too short (~5 ms) to be worth keeping its result:
+/// [`Memory::save_lexical`] writes only after building at least this many, and at least a tenth of all.
+const LEXICAL_SAVE_MIN: usize = 1_000;
+
 /// Options fixed when a memory is opened.
 #[derive(Debug, Clone, Copy)]
 pub struct MemoryConfig {
@@ -179,6 +183,10 @@ pub struct Memory<S: Store, R: Runtime> {
     /// Units opened but not yet in `lexical`: open leaves the BM25 build (most of a large open's CPU time) to
     /// [`Memory::index_lexical`] slices, and the first recall finishes whatever is left.
     lexical_pending: Vec<u32>,
+    /// This open built most of the lexical index itself (the store kept none it could adopt, or one that covers too
+    /// few units): once built, [`Memory::save_lexical`] keeps it for the next open. Cleared by a change to the index
+    /// during the build or after it (that index may no longer be the one a build in open order gives).
+    lexical_save_due: bool,
     scratch: Vec<f32>,
     lexical_scratch: Vec<f32>,
     rank_scratch: recall::Scratch,
@@ -250,6 +258,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             vectors: VectorIndex::with_precision(DIM, config.vectors),
             lexical: Bm25Index::new(),
             lexical_pending: Vec::new(),
+            lexical_save_due: false,
             scratch: Vec::new(),
             lexical_scratch: Vec::new(),
             rank_scratch: recall::Scratch::default(),
@@ -259,7 +268,68 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         };
         memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
+        // With records set aside, units may miss turns the kept index saw: it is neither used nor kept again.
+        if memory.quarantined.is_empty() {
+            if let Some(bytes) = snapshot.lexical {
+                memory.adopt_lexical(&bytes);
+            }
+            let left = memory.lexical_pending.len();
+            memory.lexical_save_due = left >= LEXICAL_SAVE_MIN.max(memory.units.len() / 10);
+        }
         Ok(memory)
+    }
+
+    /// Takes the lexical index the store kept ([`Store::put_lexical`]) when it indexed exactly the first units of
+    /// this open, in open order and with the same turns: it is then the index the build would give, document
+    /// numbers included, and only the units after them are left to index. Returns whether it was taken.
+    fn adopt_lexical(&mut self, bytes: &[u8]) -> bool {
+        let Some((mut index, fingerprint)) = Bm25Index::from_bytes(bytes) else {
+            return false;
+        };
+        let n = index.len();
+        let opened = &self.lexical_pending;
+        if n > opened.len() || !index.units().eq(opened[..n].iter().copied()) {
+            return false;
+        }
+        if self.lexical_fingerprint(opened[..n].iter().copied()) != Some(fingerprint) {
+            return false;
+        }
+        let units = &self.units;
+        index.set_sessions(|id| units.get(&id).map_or(0, |u| u.session));
+        index.reserve(opened.len() - n);
+        self.lexical = index;
+        self.lexical_pending.drain(..n);
+        true
+    }
+
+    /// What the lexical index was built from, besides the units' order: each unit's turns (ids are never reused,
+    /// and a turn's text never changes under its id). SipHash (std's `DefaultHasher`, fixed keys) rather than
+    /// FxHash, whose state is 32 bits in wasm; if a Rust release changed it, a kept index would be rebuilt once.
+    fn lexical_fingerprint(&self, units: impl Iterator<Item = u32>) -> Option<u64> {
+        use std::hash::Hasher;
+        let mut h = std::hash::DefaultHasher::new();
+        for id in units {
+            let unit = self.units.get(&id)?;
+            h.write_u32(id);
+            h.write_u64(unit.turn_ids.len() as u64);
+            unit.turn_ids.iter().for_each(|&t| h.write_u64(t));
+        }
+        Some(h.finish())
+    }
+
+    /// Keeps the lexical index in the store once this open has built it (see `lexical_save_due`), for the next
+    /// open to adopt; otherwise does nothing. Returns whether it wrote. The browser calls it after the build's last
+    /// slice.
+    pub async fn save_lexical(&mut self) -> Result<bool> {
+        if !self.lexical_save_due || !self.lexical_pending.is_empty() {
+            return Ok(false);
+        }
+        self.lexical_save_due = false;
+        let Some(fingerprint) = self.lexical_fingerprint(self.lexical.units()) else {
+            return Ok(false);
+        };
+        self.store.put_lexical(self.lexical.to_bytes(fingerprint)).await?;
+        Ok(true)
     }
 
     /// Takes in what a store loaded, into an empty state: sessions, turns (of known sessions), units and their
@@ -383,6 +453,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn insert_unit(&mut self, su: StoredUnit) {
+        if !self.lexical_pending.is_empty() {
+            self.lexical_save_due = false; // numbered before units opened earlier: not the order an open builds
+        }
         if let Some(id) = self.place_unit(su) {
             self.index_unit_lexically(id);
         }
@@ -404,6 +477,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.lexical.insert_parts(id, n, lexical_parts(&self.turns, unit.turn_ids).iter().map(|p| p.as_ref()));
     }
 
+    /// The lexical index as it stands (units opened but not yet indexed are missing from it; see
+    /// [`index_lexical`](Self::index_lexical)).
+    pub fn lexical_index(&self) -> &Bm25Index {
+        &self.lexical
+    }
+
     /// Indexes up to `max_units` of the units opened but not yet in the BM25 index; returns how many are left.
     /// The browser calls it in slices after open (the page stays responsive); recall finishes it first.
     pub fn index_lexical(&mut self, max_units: usize) -> usize {
@@ -421,6 +500,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     fn remove_unit(&mut self, id: u32) {
+        self.lexical_save_due = false;
         if self.units.remove(&id) {
             self.vectors.remove(id);
             self.lexical.remove(id);

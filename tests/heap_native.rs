@@ -9,13 +9,11 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use async_trait::async_trait;
-use common::Rng;
-use loci::embed::{default_model_dir, Batch, Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
+use common::synthetic::{populate, NoModel};
+use loci::embed::{default_model_dir, EmbedConfig, Embedder};
 use loci::memory::{Memory, MemoryConfig};
-use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
+use loci::store::MemStore;
 use loci::text::WordPiece;
-use loci::types::{Session, Turn, Unit, UnitMode};
 use pollster::block_on;
 
 /// The system allocator, counting live bytes and their high-water mark.
@@ -48,89 +46,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-/// Open never embeds: a runtime that is never called.
-struct NoModel;
-
-#[async_trait(?Send)]
-impl Runtime for NoModel {
-    async fn last_hidden_state(&mut self, _: &Batch) -> loci::Result<Vec<f32>> {
-        unreachable!("open does not embed")
-    }
-    fn device(&self) -> Device {
-        Device::Cpu
-    }
-}
-
-/// The words of the bench's synthetic sentences (src/store/bench.rs).
-const WORDS: &str = "I we you my sister brother mom dad friend boss dog cat kids went tried bought cooked visited \
-finished started planned booked missed loved hated found the a new old little big weekend trip hike concert recipe \
-bread pasta garden tomatoes marathon knee physio doctor exam project deadline meeting flight Lisbon Berlin Tokyo lake \
-beach museum bookshop novel guitar lesson painting yesterday today tomorrow last next week month summer winter \
-morning evening with for about after before because and but so really finally again happy tired nervous excited \
-proud sore late early cheap expensive quiet noisy";
-
-/// Writes `units` pair units, 10 to a session, in batches as the bench does.
-fn populate(store: &MemStore, units: u32) {
-    let words: Vec<&str> = WORDS.split(' ').collect();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let per = 10;
-    let sentence = |rng: &mut Rng| {
-        let n = 6 + rng.below(20) as usize;
-        let mut s: Vec<&str> = (0..n).map(|_| words[rng.below(words.len() as u64) as usize]).collect();
-        s.push(".");
-        s.join(" ")
-    };
-    let mut done = 0;
-    while done < units {
-        let end = (done + 2000).min(units);
-        let mut batch = WriteBatch::default();
-        for u in done..end {
-            let s = u / per;
-            let session = format!("bench-{s}");
-            let time = 1.6e12 + s as f64 * 86_400_000.0;
-            if u % per == 0 || u == done {
-                let turn_count = ((s + 1) * per).min(units) - s * per;
-                batch.sessions.push(Session {
-                    id: session.clone(),
-                    first_time: time,
-                    last_time: time + turn_count as f64 * 2000.0,
-                    turn_count: turn_count * 2,
-                    title: None,
-                });
-            }
-            let seq = (u % per) * 2;
-            let ids = [u as u64 * 2 + 1, u as u64 * 2 + 2];
-            for (i, &id) in ids.iter().enumerate() {
-                batch.turns.push(Turn {
-                    id,
-                    session: session.clone(),
-                    seq: seq + i as u32,
-                    speaker: if i == 0 { "user".into() } else { "assistant".into() },
-                    text: sentence(&mut rng),
-                    caption: None,
-                    time: time + (seq + i as u32) as f64 * 1000.0,
-                    ingested: time,
-                });
-            }
-            let codes: Vec<i8> = (0..DIM).map(|_| (rng.below(255) as i32 - 127) as i8).collect();
-            batch.units.push(StoredUnit {
-                unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() },
-                vectors: Rows::Int8 { codes, scales: vec![0.01] },
-            });
-        }
-        batch.meta = Some(Meta {
-            schema: SCHEMA_VERSION,
-            model: MODEL_ID.into(),
-            dim: DIM as u32,
-            unit_mode: UnitMode::Pair,
-            next_turn: end as u64 * 2 + 1,
-            next_unit: end + 1,
-        });
-        block_on(store.write(batch)).expect("write");
-        done = end;
-    }
-}
 
 const MB: f64 = 1024.0 * 1024.0;
 

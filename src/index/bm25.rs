@@ -10,6 +10,8 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::types::bytes::{u32s, ByteReader};
+
 /// FxHash (rustc's multiply-rotate hash) for the maps: SipHash's DoS resistance buys nothing for one's own messages
 /// in one's own tab, and building the index at open hashes every token of every unit.
 type Vocab = FxHashMap<String, u32>;
@@ -657,6 +659,123 @@ fn stem_into(w: &str, s: &mut String) {
     }
 }
 
+/// The persisted form's first bytes, with its version: bumped whenever the tokenizer, the stopwords, the stemmer or
+/// the layout change, so that an index persisted by another loci is rebuilt, never misread.
+const PERSISTED_MAGIC: &[u8; 8] = b"loci-bm1";
+
+/// The varint at `*at` of a stream read from storage: `None` if it runs past the end or past 32 bits.
+fn get_varint_checked(bytes: &[u8], at: &mut usize) -> Option<u32> {
+    let mut v = 0u32;
+    for shift in (0..35).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u32::try_from(((b & 0x7f) as u64) << shift).ok()?;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+impl Postings {
+    /// A list read from storage, checked as [`push`](Self::push) would have written it: well-formed varints,
+    /// `count` postings, documents ascending below `docs`, frequencies from 1 to `u16::MAX`, the last one `last`.
+    fn checked(bytes: Vec<u8>, count: u32, last: u32, docs: u32) -> Option<Postings> {
+        let (mut at, mut n, mut doc) = (0usize, 0u32, 0u32);
+        while at < bytes.len() {
+            let gap = get_varint_checked(&bytes, &mut at)?;
+            let tf = get_varint_checked(&bytes, &mut at)?;
+            if (n > 0 && gap == 0) || tf == 0 || tf > u16::MAX as u32 {
+                return None;
+            }
+            doc = doc.checked_add(gap)?;
+            n += 1;
+        }
+        let ends_right = if n == 0 { last == 0 } else { doc == last && doc < docs };
+        (n == count && ends_right).then_some(Postings { bytes, count, last })
+    }
+}
+
+impl Bm25Index {
+    /// Units in document order.
+    pub fn units(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
+        self.docs.iter().map(|d| d.unit)
+    }
+
+    /// The index as bytes to persist, with the caller's `fingerprint` of what it indexed (checked by whoever
+    /// adopts it): the postings as they are (varint streams), the vocabulary, and each document's unit and length.
+    /// Sessions are left out: they are numbered at open, and a later open may number them otherwise.
+    pub fn to_bytes(&self, fingerprint: u64) -> Vec<u8> {
+        let mut terms: Vec<&str> = vec![""; self.postings.len()];
+        for (term, &id) in &self.vocab {
+            terms[id as usize] = term;
+        }
+        let size = self.postings.iter().map(|p| p.bytes.len() + 16).sum::<usize>()
+            + terms.iter().map(|t| t.len()).sum::<usize>()
+            + self.docs.len() * 8
+            + 32;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(PERSISTED_MAGIC);
+        out.extend_from_slice(&fingerprint.to_le_bytes());
+        out.extend_from_slice(&(self.docs.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(terms.len() as u32).to_le_bytes());
+        self.docs.iter().for_each(|d| out.extend_from_slice(&d.unit.to_le_bytes()));
+        self.docs.iter().for_each(|d| out.extend_from_slice(&d.len.to_le_bytes()));
+        for (term, p) in terms.iter().zip(&self.postings) {
+            for n in [term.len() as u32, p.count, p.last, p.bytes.len() as u32] {
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            out.extend_from_slice(term.as_bytes());
+            out.extend_from_slice(&p.bytes);
+        }
+        out
+    }
+
+    /// An index persisted by [`to_bytes`](Self::to_bytes), and its fingerprint; `None` for anything it did not
+    /// write (another version, truncated or altered bytes: every list is checked, so a damaged one cannot make
+    /// scoring read out of bounds). Every document is in session 0 until [`set_sessions`](Self::set_sessions).
+    pub fn from_bytes(bytes: &[u8]) -> Option<(Bm25Index, u64)> {
+        let mut r = ByteReader::new(bytes);
+        if r.take(PERSISTED_MAGIC.len())? != PERSISTED_MAGIC {
+            return None;
+        }
+        let fingerprint = r.u64()?;
+        let (n_docs, n_terms) = (r.u32()?, r.u32()? as usize);
+        let units = r.take_items(n_docs as usize, 4)?;
+        let lens = r.take_items(n_docs as usize, 4)?;
+        let mut index = Bm25Index::new();
+        index.reserve(n_docs as usize);
+        for (d, (unit, len)) in u32s(units).zip(u32s(lens)).enumerate() {
+            if index.doc_of_unit.insert(unit, d as u32).is_some() {
+                return None; // a unit twice
+            }
+            index.total_len += len as u64;
+            index.docs.push(Doc { unit, session: 0, len });
+        }
+        // Each term takes 16 bytes at least: a count read from damaged bytes cannot reserve more than they hold.
+        if n_terms > r.remaining() / 16 {
+            return None;
+        }
+        index.postings.reserve_exact(n_terms);
+        index.vocab.reserve(n_terms);
+        for id in 0..n_terms as u32 {
+            let (term_len, count, last, len) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+            let term = std::str::from_utf8(r.take(term_len as usize)?).ok()?;
+            let postings = Postings::checked(r.take(len as usize)?.to_vec(), count, last, n_docs)?;
+            if index.vocab.insert(term.to_string(), id).is_some() {
+                return None; // a term twice
+            }
+            index.postings.push(postings);
+        }
+        (r.remaining() == 0).then_some((index, fingerprint))
+    }
+
+    /// Numbers each document's session: `session_of(unit)`.
+    pub fn set_sessions(&mut self, mut session_of: impl FnMut(u32) -> u32) {
+        self.docs.iter_mut().for_each(|d| d.session = session_of(d.unit));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,6 +864,72 @@ mod tests {
     fn tokens_drop_stopwords_and_punctuation() {
         let t: Vec<String> = tokens("[Caroline]: What's the LGBTQ support group she went to?").collect();
         assert_eq!(t, vec!["carolin", "lgbtq", "support", "group", "went"]);
+    }
+
+    #[test]
+    fn a_persisted_index_scores_and_grows_as_the_one_it_was_taken_from() {
+        let mut ix = tiny();
+        ix.insert(13, 1, "markets rallied, the dog slept");
+        ix.remove(11); // a swap-remove: documents out of unit order
+        let bytes = ix.to_bytes(0xfeed);
+        let (mut back, fingerprint) = Bm25Index::from_bytes(&bytes).unwrap();
+        assert_eq!(fingerprint, 0xfeed);
+        assert_eq!(back.units().collect::<Vec<_>>(), ix.units().collect::<Vec<_>>());
+        back.set_sessions(|unit| if unit >= 12 { 1 } else { 0 });
+        for q in ["cat", "markets dog", "stock rallied sharply", "nothing here"] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            ix.scores_into(&ix.query(q), &mut a);
+            back.scores_into(&back.query(q), &mut b);
+            assert_eq!(a, b, "{q}");
+            let (mut sa, mut sb, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
+            ix.session_scores_into(&ix.query(q), 2, &mut scratch, &mut sa);
+            back.session_scores_into(&back.query(q), 2, &mut scratch, &mut sb);
+            assert_eq!(sa, sb, "{q}");
+        }
+        // It takes inserts and removals as the original does.
+        for i in [&mut ix, &mut back] {
+            i.insert(14, 0, "the cat chased markets");
+            i.remove(10);
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        ix.scores_into(&ix.query("cat markets"), &mut a);
+        back.scores_into(&back.query("cat markets"), &mut b);
+        assert_eq!(a, b);
+        assert_eq!(back.to_bytes(1), ix.to_bytes(1));
+    }
+
+    #[test]
+    fn damaged_persisted_bytes_are_refused_never_read() {
+        let bytes = tiny().to_bytes(7);
+        assert!(Bm25Index::from_bytes(&bytes).is_some());
+        assert!(Bm25Index::from_bytes(&[]).is_none());
+        // Every truncation, and a byte too many.
+        for n in 0..bytes.len() {
+            assert!(Bm25Index::from_bytes(&bytes[..n]).is_none(), "cut at {n}");
+        }
+        assert!(Bm25Index::from_bytes(&[bytes.as_slice(), &[0]].concat()).is_none());
+        // Another version.
+        let mut other = bytes.clone();
+        other[7] = b'2';
+        assert!(Bm25Index::from_bytes(&other).is_none());
+        // Every single-byte change either is refused or reads back as a well-formed index (a changed unit id,
+        // length or letter of a term): scoring it must not panic.
+        for i in 0..bytes.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut b = bytes.clone();
+                b[i] ^= flip;
+                if let Some((ix, _)) = Bm25Index::from_bytes(&b) {
+                    let mut out = Vec::new();
+                    ix.scores_into(&ix.query("cat dog stock markets mat"), &mut out);
+                    assert_eq!(out.len(), ix.len());
+                }
+            }
+        }
+        // Postings claiming a document past the last, or out of order.
+        assert!(Postings::checked(vec![3, 1], 1, 3, 3).is_none());
+        assert!(Postings::checked(vec![1, 1, 0, 1], 2, 1, 3).is_none());
+        assert!(Postings::checked(vec![1, 1, 1, 1], 2, 2, 3).is_some());
+        assert!(Postings::checked(vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x01], 1, 0, 3).is_none());
     }
 
     fn tiny() -> Bm25Index {

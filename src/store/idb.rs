@@ -68,6 +68,8 @@ const ALL: [&str; 9] = [META, SESSIONS, TURNS, UNITS, TURN_CHUNKS, VECTORS, EPIS
 /// Keys in the `meta` store.
 const META_KEY: &str = "meta";
 const DISTILL_KEY: &str = "distill";
+/// The lexical index as the last open built it (see `Store::put_lexical`), in `meta`.
+const LEXICAL_KEY: &str = "lexical";
 /// The key record of an encrypted memory (plaintext: how to unlock it; see [`super::seal`]).
 const KEY_KEY: &str = "key";
 /// A damaged chunk that a write has to rewrite is first copied aside under this key prefix (see `set_aside`), so
@@ -561,6 +563,11 @@ impl IdbStore {
                 .put(&ser(meta)?, Some(&JsValue::from_str(META_KEY)))
                 .map_err(|e| idb_err("writing meta", e))?;
         }
+        if deletes(batch) {
+            Self::store(tx, META)?
+                .delete(Query::Key(JsValue::from_str(LEXICAL_KEY)))
+                .map_err(|e| idb_err("writing meta", e))?;
+        }
         let sessions = Self::store(tx, SESSIONS)?;
         for s in &batch.sessions {
             sessions.put(&ser(s)?, None).map_err(|e| idb_err("writing a session", e))?;
@@ -679,6 +686,9 @@ impl IdbStore {
             let sealed = sealer.seal(META, META_KEY, &to_json(meta)?).await?;
             ops.push(put(META, Some(META_KEY.into()), sealed.into()));
         }
+        if deletes(batch) {
+            ops.push(Op::Delete { store: META, key: LEXICAL_KEY.into() });
+        }
         for s in &batch.sessions {
             let id = sealer.hash_id(&s.id).await?;
             ops.push(put(SESSIONS, None, keyed(&id.clone().into(), sealer.seal(SESSIONS, &id, &to_json(s)?).await?)));
@@ -782,8 +792,8 @@ impl IdbStore {
         Self::commit(tx, &raw, "migrating").await
     }
 
-    /// The read-only transaction of a load, with the reads of the memory's and distillation's meta records queued.
-    fn begin_load(&self) -> Result<(idb::Transaction, GetStoreRequest, GetStoreRequest)> {
+    /// The read-only transaction of a load, with the reads of the `meta` store's records queued.
+    fn begin_load(&self) -> Result<(idb::Transaction, MetaReads)> {
         let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
         let tx = self
             .conn
@@ -792,17 +802,16 @@ impl IdbStore {
             .transaction(&reading, TransactionMode::ReadOnly)
             .map_err(|e| idb_err("reading", e))?;
         let meta_store = Self::store(&tx, META)?;
-        let meta_req = meta_store.get(JsValue::from_str(META_KEY)).map_err(|e| idb_err("reading meta", e))?;
-        let distill_meta_req =
-            meta_store.get(JsValue::from_str(DISTILL_KEY)).map_err(|e| idb_err("reading distill meta", e))?;
-        Ok((tx, meta_req, distill_meta_req))
+        let get = |key: &str| meta_store.get(JsValue::from_str(key)).map_err(|e| idb_err(&format!("reading {key}"), e));
+        let reads = MetaReads { meta: get(META_KEY)?, distill: get(DISTILL_KEY)?, lexical: get(LEXICAL_KEY)? };
+        Ok((tx, reads))
     }
 
     /// An encrypted memory's load: the same reads as a plaintext one (plus the chunk keys, which each record is
     /// bound to), then every record opened. A record that does not open (altered, moved, or damaged) is set aside
     /// as a damaged plaintext one is, and the rest of the memory opens without it; the meta records must open.
     async fn load_sealed(&self, sealer: &Sealer) -> Result<Snapshot> {
-        let (tx, meta_req, distill_meta_req) = self.begin_load()?;
+        let (tx, MetaReads { meta: meta_req, distill: distill_meta_req, lexical: lexical_req }) = self.begin_load()?;
         let get_all = |name: &str| {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };
@@ -816,6 +825,7 @@ impl IdbStore {
         let read = |what: &str, e| idb_err(&format!("reading {what}"), e);
         let meta = meta_req.await.map_err(|e| read("meta", e))?.filter(|m| !m.is_undefined());
         let distill_meta = distill_meta_req.await.map_err(|e| read("distill meta", e))?.filter(|m| !m.is_undefined());
+        let lexical = lexical_req.await.map_err(|e| read("lexical", e))?.filter(|m| !m.is_undefined());
         let sessions = sessions_req.await.map_err(|e| read("sessions", e))?;
         let episodes = episodes_req.await.map_err(|e| read("episodes", e))?;
         let facts = facts_req.await.map_err(|e| read("facts", e))?;
@@ -895,7 +905,12 @@ impl IdbStore {
         sessions.sort_by(|a, b| a.id.cmp(&b.id));
         let block = Some(block.unwrap_or_default());
         turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
-        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
+        // A cache: one that does not open is rebuilt, not set aside.
+        let lexical = match lexical {
+            Some(record) => sealer.open(META, LEXICAL_KEY, &record).await.ok(),
+            None => None,
+        };
+        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined, lexical })
     }
 
     /// Reads the schema 1–3 records: turns, and units (with their vectors when schema 1 kept them inline).
@@ -1260,8 +1275,8 @@ impl Store for IdbStore {
         if let Some(sealer) = &self.sealer {
             return self.load_sealed(sealer).await;
         }
-        // Every request is queued before the first is awaited: one round of eight requests, whatever the size.
-        let (tx, meta_req, distill_meta_req) = self.begin_load()?;
+        // Every request is queued before the first is awaited: one round of nine requests, whatever the size.
+        let (tx, MetaReads { meta: meta_req, distill: distill_meta_req, lexical: lexical_req }) = self.begin_load()?;
         let get_all = |name: &str| {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };
@@ -1273,6 +1288,8 @@ impl Store for IdbStore {
         let jobs_req = get_all(JOBS)?;
         let meta = meta_req.await.map_err(|e| idb_err("reading meta", e))?;
         let distill_meta = distill_meta_req.await.map_err(|e| idb_err("reading distill meta", e))?;
+        let lexical = lexical_req.await.map_err(|e| idb_err("reading lexical", e))?;
+        let lexical = lexical.and_then(|v| v.dyn_into::<Uint8Array>().ok()).map(|a| a.to_vec());
         let sessions = sessions_req.await.map_err(|e| idb_err("reading sessions", e))?;
         let turn_chunks = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
         // Parsed now, while IndexedDB is still reading the vector chunks. A chunk that does not decode is set aside
@@ -1369,7 +1386,7 @@ impl Store for IdbStore {
         };
         let sessions = decode_each::<Session>(sessions, SESSIONS, "session", &mut quarantined);
         turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
-        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
+        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined, lexical })
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
@@ -1398,4 +1415,30 @@ impl Store for IdbStore {
         }
         Self::commit(tx, &raw, "clearing").await
     }
+
+    async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()> {
+        let value: JsValue = match &self.sealer {
+            Some(sealer) => sealer.seal(META, LEXICAL_KEY, &bytes).await?.into(),
+            None => Uint8Array::from(bytes.as_slice()).into(),
+        };
+        drop(bytes);
+        let (tx, raw) = self.write_transaction("keeping the lexical index").await?;
+        if let Err(e) = Self::store(&tx, META)?.put(&value, Some(&JsValue::from_str(LEXICAL_KEY))) {
+            let _ = tx.abort();
+            return Err(idb_err("keeping the lexical index", e));
+        }
+        Self::commit(tx, &raw, "keeping the lexical index").await
+    }
+}
+
+/// The `meta` store's reads of a load.
+struct MetaReads {
+    meta: GetStoreRequest,
+    distill: GetStoreRequest,
+    lexical: GetStoreRequest,
+}
+
+/// Whether a batch deletes anything: such a write drops the kept lexical index (see `Store::put_lexical`).
+fn deletes(batch: &WriteBatch) -> bool {
+    !(batch.delete_units.is_empty() && batch.delete_turns.is_empty() && batch.delete_sessions.is_empty())
 }

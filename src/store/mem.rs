@@ -19,6 +19,7 @@ struct Data {
     turns: BTreeMap<u64, Turn>,
     units: BTreeMap<u32, StoredUnit>,
     distill: DistillState,
+    lexical: Option<Vec<u8>>,
 }
 
 /// Shared in-memory storage; `fail_writes` simulates a backend that refuses writes (e.g. quota).
@@ -80,6 +81,7 @@ impl Store for MemStore {
                 jobs: d.distill.jobs.values().cloned().collect(),
             },
             quarantined: Vec::new(), // nothing here is ever encoded
+            lexical: d.lexical.clone(),
         })
     }
 
@@ -88,6 +90,9 @@ impl Store for MemStore {
             return Err(Error::QuotaExceeded("simulated quota error".into()));
         }
         let mut d = self.data.borrow_mut();
+        if !(batch.delete_units.is_empty() && batch.delete_turns.is_empty() && batch.delete_sessions.is_empty()) {
+            d.lexical = None; // see `Store::put_lexical`
+        }
         if let Some(m) = batch.meta {
             d.meta = Some(m);
         }
@@ -115,6 +120,14 @@ impl Store for MemStore {
 
     async fn clear(&self) -> Result<()> {
         *self.data.borrow_mut() = Data::default();
+        Ok(())
+    }
+
+    async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()> {
+        if *self.fail_writes.borrow() {
+            return Err(Error::QuotaExceeded("simulated quota error".into()));
+        }
+        self.data.borrow_mut().lexical = Some(bytes);
         Ok(())
     }
 }

@@ -76,6 +76,8 @@ pub struct Snapshot {
     /// Records that did not decode, set aside (left where they are, or copied aside before their slot was
     /// rewritten), never deleted: the rest of the memory opens without them.
     pub quarantined: Vec<Quarantined>,
+    /// The lexical index as [`Store::put_lexical`] last kept it, if the store still has it.
+    pub lexical: Option<Vec<u8>>,
 }
 
 impl Snapshot {
@@ -249,6 +251,10 @@ pub trait Store {
     async fn write(&self, batch: WriteBatch) -> Result<()>;
     /// Erases everything of this memory.
     async fn clear(&self) -> Result<()>;
+    /// Keeps the lexical index as bytes ([`crate::index::Bm25Index::to_bytes`]), for the next open to adopt rather
+    /// than rebuild. A cache, not content: a store drops it with any write that deletes turns, units or sessions
+    /// (the open that follows builds the index again), and the memory checks it against its units before use.
+    async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()>;
     /// Approximate bytes used, when the backend can tell.
     async fn bytes_used(&self) -> Option<u64> {
         None

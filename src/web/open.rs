@@ -407,7 +407,8 @@ fn close_when_lost(watch: &ConnectionWatch, shared: &Shared, release_lock: &Func
 }
 
 /// Builds the lexical (BM25) index of an opened memory in slices, yielding to the page between them, then tells
-/// `onProgress` `{ phase: "indexed" }`. A recall meanwhile takes the lock and finishes what is left itself.
+/// `onProgress` `{ phase: "indexed" }` and keeps the index in the store when the open built most of it. A recall
+/// meanwhile takes the lock and finishes what is left itself.
 pub(super) async fn index_in_slices(shared: Shared, on_progress: Option<Function>) {
     const SLICE: usize = 5_000; // units: ~20 ms of work on a slow machine
     loop {
@@ -417,6 +418,10 @@ pub(super) async fn index_in_slices(shared: Shared, on_progress: Option<Function
         };
         if left == 0 {
             progress(&on_progress, "indexed", None);
+            // Kept for the next open (a cache: if the write fails, that open builds the index again).
+            if let Ok(mut core) = shared.lock().await {
+                let _ = core.save_lexical().await;
+            }
             return;
         }
         if sleep(0.0, shared.closing()).await.is_err() {
