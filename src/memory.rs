@@ -269,9 +269,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
         // With records set aside, units may miss turns the kept index saw: it is neither used nor kept again.
-        if memory.quarantined.is_empty() {
-            if let Some(bytes) = snapshot.lexical {
-                memory.adopt_lexical(&bytes);
+        if memory.quarantined.is_empty() && memory.lexical_pending.len() >= LEXICAL_SAVE_MIN {
+            // A cache: if it cannot be read, the index is built.
+            if let Ok(Some(bytes)) = memory.store.load_lexical().await {
+                memory.adopt_lexical(bytes);
             }
             let left = memory.lexical_pending.len();
             memory.lexical_save_due = left >= LEXICAL_SAVE_MIN.max(memory.units.len() / 10);
@@ -282,7 +283,17 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Takes the lexical index the store kept ([`Store::put_lexical`]) when it indexed exactly the first units of
     /// this open, in open order and with the same turns: it is then the index the build would give, document
     /// numbers included, and only the units after them are left to index. Returns whether it was taken.
-    fn adopt_lexical(&mut self, bytes: &[u8]) -> bool {
+    fn adopt_lexical(&mut self, bytes: Vec<u8>) -> bool {
+        // The room `fill` reserved for building the index, freed first (the heap keeps its high-water mark).
+        self.lexical = Bm25Index::new();
+        let adopted = self.adopt_lexical_bytes(bytes);
+        if !adopted {
+            self.lexical.reserve(self.lexical_pending.len());
+        }
+        adopted
+    }
+
+    fn adopt_lexical_bytes(&mut self, bytes: Vec<u8>) -> bool {
         let Some((mut index, fingerprint)) = Bm25Index::from_bytes(bytes) else {
             return false;
         };

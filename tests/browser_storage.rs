@@ -89,16 +89,16 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
             .expect("write");
     }
 
-    // Open: one request per object store (three for `meta`: the memory's, distillation's and the kept lexical
-    // index's records), whatever the number of units; turns, units and vectors arrive as chunk records (schema 4),
-    // so the records read are the sessions plus a few hundred chunks, not one per turn and per unit.
+    // Open: one request per object store (two for `meta`: the memory's and distillation's records), whatever the
+    // number of units; turns, units and vectors arrive as chunk records (schema 4), so the records read are the
+    // sessions plus a few hundred chunks, not one per turn and per unit.
     reset();
     let snapshot = store.load().await.expect("load").unblocked();
     assert_eq!(snapshot.units.len(), N as usize);
     assert_eq!(snapshot.turns.len(), 2 * N as usize);
     let sessions = N / PER_SESSION;
     let chunks = N / VECTOR_CHUNK + 1 + (2 * N as u64 / TURN_CHUNK) as u32 + 1;
-    assert!(count("requests") <= 9, "{} IndexedDB requests to open", count("requests"));
+    assert!(count("requests") <= 8, "{} IndexedDB requests to open", count("requests"));
     assert_eq!(count("vectorRequests"), 1);
     assert!(count("records") <= sessions + chunks, "{} records read", count("records"));
     let u = &snapshot.units[12_345];
@@ -290,7 +290,9 @@ async fn distillation_and_deletions_persist_as_in_memstore() {
     }
     let loaded = store.load().await.expect("load").unblocked();
     assert_eq!(loaded, reference.load().await.unwrap().unblocked());
-    assert_eq!(loaded.lexical.as_deref(), Some(&b"a kept index"[..]));
+    for s in [&store as &dyn Store, &reference] {
+        assert_eq!(s.load_lexical().await.unwrap().as_deref(), Some(&b"a kept index"[..]));
+    }
     assert_eq!(loaded.distill.episodes.len(), 2);
     assert_eq!(loaded.distill.facts[2].supersedes, vec![2]);
     assert_eq!(loaded.distill.episodes[0].vector, vec![0.6, 0.8], "vectors round-trip as packed bytes");
@@ -311,7 +313,9 @@ async fn distillation_and_deletions_persist_as_in_memstore() {
     let store = IdbStore::open("t-distill").await.expect("reopen");
     let after = store.load().await.expect("load after forget").unblocked();
     assert_eq!(after, reference.load().await.unwrap().unblocked());
-    assert_eq!(after.lexical, None, "a write that deletes drops the kept lexical index");
+    for s in [&store as &dyn Store, &reference] {
+        assert_eq!(s.load_lexical().await.unwrap(), None, "a write that deletes drops the kept lexical index");
+    }
     assert_eq!(after.sessions.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), vec!["a"]);
     assert_eq!(after.turns.iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2]);
     assert_eq!(after.distill.episodes.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
@@ -435,7 +439,7 @@ async fn a_schema_3_database_is_packed_into_chunks() {
     reset();
     let again = store.load().await.expect("load migrated").unblocked();
     assert_eq!(again, first);
-    assert!(count("requests") <= 9, "{} requests", count("requests"));
+    assert!(count("requests") <= 8, "{} requests", count("requests"));
     assert!(count("records") <= 3, "{} records: one session, one turn chunk, one vector chunk", count("records"));
 
     // Writes after the migration land in the chunks.
@@ -656,7 +660,7 @@ async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
     assert_eq!((&expected.sessions, &expected.turns, &expected.distill), (&mem.sessions, &mem.turns, &mem.distill));
     assert_eq!(expected.units.len(), 4);
     assert_eq!(store.load().await.expect("encrypted load").unblocked(), expected);
-    assert_eq!(expected.lexical.as_ref(), Some(&lexical));
+    assert_eq!(store.load_lexical().await.expect("sealed lexical index"), Some(lexical.clone()));
     plain.close();
     store.close();
 

@@ -24,7 +24,7 @@ fn open(store: &MemStore) -> Memory<MemStore, NoModel> {
 
 /// The index of a memory opened over `store`, built from scratch (whatever the store keeps is refused first).
 fn built(store: &MemStore) -> Vec<u8> {
-    let kept = block_on(store.load()).unwrap().lexical;
+    let kept = block_on(store.load_lexical()).unwrap();
     block_on(store.put_lexical(b"not an index".to_vec())).unwrap();
     let mut memory = open(store);
     memory.index_lexical(usize::MAX);
@@ -52,7 +52,7 @@ fn a_kept_lexical_index_is_adopted_only_while_it_matches_the_memory() {
     // First open: nothing kept, the whole index built, then kept.
     let (left, first, saved) = open_and_index(&store);
     assert_eq!((left, saved), (3_000, true));
-    assert!(block_on(store.load()).unwrap().lexical.is_some());
+    assert!(block_on(store.load_lexical()).unwrap().is_some());
     assert_eq!(first, built(&store));
 
     // Second open: adopted whole, nothing left to index, nothing written again.
@@ -84,14 +84,14 @@ fn a_kept_lexical_index_is_adopted_only_while_it_matches_the_memory() {
 
     // A write that deletes drops what the store kept; the next open builds and keeps the index again.
     block_on(store.write(WriteBatch { delete_units: vec![10], ..Default::default() })).unwrap();
-    assert!(block_on(store.load()).unwrap().lexical.is_none());
+    assert!(block_on(store.load_lexical()).unwrap().is_none());
     let (left, after_delete, saved) = open_and_index(&store);
     assert_eq!((left, saved), (3_999, true));
     assert_eq!(after_delete, built(&store));
     assert_eq!(open_and_index(&store).0, 0);
 
     // Damaged bytes are refused, and the index built again.
-    let mut damaged = block_on(store.load()).unwrap().lexical.unwrap();
+    let mut damaged = block_on(store.load_lexical()).unwrap().unwrap();
     let mid = damaged.len() / 2;
     damaged[mid] ^= 0x5a;
     damaged.truncate(damaged.len() - 1);

@@ -39,8 +39,13 @@ struct Doc {
 ///
 /// LEB128 by hand rather than a crate: the `leb128` and `integer-encoding` crates read through `io::Read` or
 /// return `Option`s per value, and this loop is BM25 scoring's inner loop; the format is 10 lines.
+///
+/// An index adopted from persisted bytes keeps each list's stream where it lies in those bytes (`base`, a range of
+/// [`Bm25Index::arena`]): copying them out would hold every posting twice at that moment, and the wasm heap keeps
+/// its high-water mark. Postings added later go to `bytes`, continuing the stream.
 #[derive(Debug, Clone, Default)]
 struct Postings {
+    base: (u32, u32),
     bytes: Vec<u8>,
     count: u32,
     last: u32,
@@ -74,9 +79,10 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> u32 {
     }
 }
 
-/// (document, frequency) pairs of a [`Postings`], ascending.
+/// (document, frequency) pairs of a [`Postings`], ascending: its stream in the arena, then its own bytes.
 struct PostingIter<'a> {
     bytes: &'a [u8],
+    then: &'a [u8],
     at: usize,
     doc: u32,
 }
@@ -87,7 +93,10 @@ impl Iterator for PostingIter<'_> {
     #[inline(always)]
     fn next(&mut self) -> Option<(u32, u16)> {
         if self.at >= self.bytes.len() {
-            return None;
+            if self.then.is_empty() {
+                return None;
+            }
+            (self.bytes, self.then, self.at) = (self.then, &[], 0);
         }
         self.doc += get_varint(self.bytes, &mut self.at);
         let tf = get_varint(self.bytes, &mut self.at);
@@ -110,19 +119,27 @@ impl Postings {
         self.count += 1;
     }
 
+    /// Its stream in `arena` (empty unless adopted from persisted bytes).
+    fn base<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
+        &arena[self.base.0 as usize..(self.base.0 + self.base.1) as usize]
+    }
+
     /// (document, frequency) pairs, ascending.
-    fn iter(&self) -> PostingIter<'_> {
-        PostingIter { bytes: &self.bytes, at: 0, doc: 0 }
+    fn iter<'a>(&'a self, arena: &'a [u8]) -> PostingIter<'a> {
+        PostingIter { bytes: self.base(arena), then: &self.bytes, at: 0, doc: 0 }
     }
 
     /// Drops document `gone` and renames document `moved` (the highest number) to `gone`: a swap-remove. Lists
     /// holding neither are left as they are.
-    fn swap_remove_doc(&mut self, gone: u32, moved: u32) {
-        if !self.iter().any(|(d, _)| d == gone || d == moved) {
+    fn swap_remove_doc(&mut self, arena: &[u8], gone: u32, moved: u32) {
+        if !self.iter(arena).any(|(d, _)| d == gone || d == moved) {
             return;
         }
-        let mut kept: Vec<(u32, u16)> =
-            self.iter().filter(|&(d, _)| d != gone).map(|(d, tf)| (if d == moved { gone } else { d }, tf)).collect();
+        let mut kept: Vec<(u32, u16)> = self
+            .iter(arena)
+            .filter(|&(d, _)| d != gone)
+            .map(|(d, tf)| (if d == moved { gone } else { d }, tf))
+            .collect();
         kept.sort_unstable_by_key(|&(d, _)| d);
         *self = Postings::default();
         for (d, tf) in kept {
@@ -142,6 +159,8 @@ pub struct Bm25Index {
     vocab: Vocab,
     /// Per term: (document, frequency).
     postings: Vec<Postings>,
+    /// The persisted bytes an index was adopted from, which its postings' streams are ranges of (see [`Postings`]).
+    arena: Vec<u8>,
     docs: Vec<Doc>,
     doc_of_unit: FxHashMap<u32, u32>,
     total_len: u64,
@@ -278,7 +297,7 @@ impl Bm25Index {
                                             // Every posting list is scanned (documents keep no term list of their own): one pass over the postings,
                                             // a few milliseconds at 100,000 units, once per removed unit.
         for p in &mut self.postings {
-            p.swap_remove_doc(d, moved);
+            p.swap_remove_doc(&self.arena, d, moved);
         }
         if d != moved {
             self.doc_of_unit.insert(self.docs[d as usize].unit, d);
@@ -304,7 +323,7 @@ impl Bm25Index {
         }
         let mut out = vec![Vec::new(); docs.len()];
         for (t, p) in self.postings.iter().enumerate() {
-            for (d, tf) in p.iter() {
+            for (d, tf) in p.iter(&self.arena) {
                 if let Some(&i) = slot.get(d as usize).filter(|&&i| i != u32::MAX) {
                     out[i as usize].push((t as u32, tf));
                 }
@@ -380,7 +399,7 @@ impl Bm25Index {
         let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
         for &(t, qtf) in &query.terms {
             let w = self.idf(t) * qtf as f32;
-            for (d, tf) in self.postings[t as usize].iter() {
+            for (d, tf) in self.postings[t as usize].iter(&self.arena) {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
                 out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
@@ -410,7 +429,7 @@ impl Bm25Index {
         let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
         for &(t, qw) in terms {
             let w = self.idf(t) * qw;
-            for (d, tf) in self.postings[t as usize].iter() {
+            for (d, tf) in self.postings[t as usize].iter(&self.arena) {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
                 out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
@@ -520,7 +539,7 @@ impl Bm25Index {
         let avg = (len.iter().sum::<f32>() / n).max(1.0);
         for &(t, qtf) in &query.terms {
             tf.iter_mut().for_each(|x| *x = 0.0);
-            for (d, f) in self.postings[t as usize].iter() {
+            for (d, f) in self.postings[t as usize].iter(&self.arena) {
                 let s = self.docs[d as usize].session as usize;
                 if s < sessions {
                     tf[s] += f as f32;
@@ -678,13 +697,13 @@ fn get_varint_checked(bytes: &[u8], at: &mut usize) -> Option<u32> {
 }
 
 impl Postings {
-    /// A list read from storage, checked as [`push`](Self::push) would have written it: well-formed varints,
+    /// Whether a stream read from storage is one [`push`](Self::push) would have written: well-formed varints,
     /// `count` postings, documents ascending below `docs`, frequencies from 1 to `u16::MAX`, the last one `last`.
-    fn checked(bytes: Vec<u8>, count: u32, last: u32, docs: u32) -> Option<Postings> {
+    fn checked(bytes: &[u8], count: u32, last: u32, docs: u32) -> Option<()> {
         let (mut at, mut n, mut doc) = (0usize, 0u32, 0u32);
         while at < bytes.len() {
-            let gap = get_varint_checked(&bytes, &mut at)?;
-            let tf = get_varint_checked(&bytes, &mut at)?;
+            let gap = get_varint_checked(bytes, &mut at)?;
+            let tf = get_varint_checked(bytes, &mut at)?;
             if (n > 0 && gap == 0) || tf == 0 || tf > u16::MAX as u32 {
                 return None;
             }
@@ -692,7 +711,7 @@ impl Postings {
             n += 1;
         }
         let ends_right = if n == 0 { last == 0 } else { doc == last && doc < docs };
-        (n == count && ends_right).then_some(Postings { bytes, count, last })
+        (n == count && ends_right).then_some(())
     }
 }
 
@@ -710,7 +729,7 @@ impl Bm25Index {
         for (term, &id) in &self.vocab {
             terms[id as usize] = term;
         }
-        let size = self.postings.iter().map(|p| p.bytes.len() + 16).sum::<usize>()
+        let size = self.postings.iter().map(|p| p.base.1 as usize + p.bytes.len() + 16).sum::<usize>()
             + terms.iter().map(|t| t.len()).sum::<usize>()
             + self.docs.len() * 8
             + 32;
@@ -722,10 +741,12 @@ impl Bm25Index {
         self.docs.iter().for_each(|d| out.extend_from_slice(&d.unit.to_le_bytes()));
         self.docs.iter().for_each(|d| out.extend_from_slice(&d.len.to_le_bytes()));
         for (term, p) in terms.iter().zip(&self.postings) {
-            for n in [term.len() as u32, p.count, p.last, p.bytes.len() as u32] {
+            let base = p.base(&self.arena);
+            for n in [term.len() as u32, p.count, p.last, (base.len() + p.bytes.len()) as u32] {
                 out.extend_from_slice(&n.to_le_bytes());
             }
             out.extend_from_slice(term.as_bytes());
+            out.extend_from_slice(base);
             out.extend_from_slice(&p.bytes);
         }
         out
@@ -733,9 +754,10 @@ impl Bm25Index {
 
     /// An index persisted by [`to_bytes`](Self::to_bytes), and its fingerprint; `None` for anything it did not
     /// write (another version, truncated or altered bytes: every list is checked, so a damaged one cannot make
-    /// scoring read out of bounds). Every document is in session 0 until [`set_sessions`](Self::set_sessions).
-    pub fn from_bytes(bytes: &[u8]) -> Option<(Bm25Index, u64)> {
-        let mut r = ByteReader::new(bytes);
+    /// scoring read out of bounds). The postings stay in `bytes`, which the index keeps. Every document is in
+    /// session 0 until [`set_sessions`](Self::set_sessions).
+    pub fn from_bytes(bytes: Vec<u8>) -> Option<(Bm25Index, u64)> {
+        let mut r = ByteReader::new(&bytes);
         if r.take(PERSISTED_MAGIC.len())? != PERSISTED_MAGIC {
             return None;
         }
@@ -761,13 +783,18 @@ impl Bm25Index {
         for id in 0..n_terms as u32 {
             let (term_len, count, last, len) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
             let term = std::str::from_utf8(r.take(term_len as usize)?).ok()?;
-            let postings = Postings::checked(r.take(len as usize)?.to_vec(), count, last, n_docs)?;
+            let start = r.position() as u32;
+            Postings::checked(r.take(len as usize)?, count, last, n_docs)?;
             if index.vocab.insert(term.to_string(), id).is_some() {
                 return None; // a term twice
             }
-            index.postings.push(postings);
+            index.postings.push(Postings { base: (start, len), bytes: Vec::new(), count, last });
         }
-        (r.remaining() == 0).then_some((index, fingerprint))
+        if r.remaining() != 0 {
+            return None;
+        }
+        index.arena = bytes;
+        Some((index, fingerprint))
     }
 
     /// Numbers each document's session: `session_of(unit)`.
@@ -872,7 +899,7 @@ mod tests {
         ix.insert(13, 1, "markets rallied, the dog slept");
         ix.remove(11); // a swap-remove: documents out of unit order
         let bytes = ix.to_bytes(0xfeed);
-        let (mut back, fingerprint) = Bm25Index::from_bytes(&bytes).unwrap();
+        let (mut back, fingerprint) = Bm25Index::from_bytes(bytes.clone()).unwrap();
         assert_eq!(fingerprint, 0xfeed);
         assert_eq!(back.units().collect::<Vec<_>>(), ix.units().collect::<Vec<_>>());
         back.set_sessions(|unit| if unit >= 12 { 1 } else { 0 });
@@ -901,24 +928,24 @@ mod tests {
     #[test]
     fn damaged_persisted_bytes_are_refused_never_read() {
         let bytes = tiny().to_bytes(7);
-        assert!(Bm25Index::from_bytes(&bytes).is_some());
-        assert!(Bm25Index::from_bytes(&[]).is_none());
+        assert!(Bm25Index::from_bytes(bytes.clone()).is_some());
+        assert!(Bm25Index::from_bytes(Vec::new()).is_none());
         // Every truncation, and a byte too many.
         for n in 0..bytes.len() {
-            assert!(Bm25Index::from_bytes(&bytes[..n]).is_none(), "cut at {n}");
+            assert!(Bm25Index::from_bytes(bytes[..n].to_vec()).is_none(), "cut at {n}");
         }
-        assert!(Bm25Index::from_bytes(&[bytes.as_slice(), &[0]].concat()).is_none());
+        assert!(Bm25Index::from_bytes([bytes.as_slice(), &[0]].concat()).is_none());
         // Another version.
         let mut other = bytes.clone();
         other[7] = b'2';
-        assert!(Bm25Index::from_bytes(&other).is_none());
+        assert!(Bm25Index::from_bytes(other).is_none());
         // Every single-byte change either is refused or reads back as a well-formed index (a changed unit id,
         // length or letter of a term): scoring it must not panic.
         for i in 0..bytes.len() {
             for flip in [0x01u8, 0x80, 0xff] {
                 let mut b = bytes.clone();
                 b[i] ^= flip;
-                if let Some((ix, _)) = Bm25Index::from_bytes(&b) {
+                if let Some((ix, _)) = Bm25Index::from_bytes(b) {
                     let mut out = Vec::new();
                     ix.scores_into(&ix.query("cat dog stock markets mat"), &mut out);
                     assert_eq!(out.len(), ix.len());
@@ -926,10 +953,10 @@ mod tests {
             }
         }
         // Postings claiming a document past the last, or out of order.
-        assert!(Postings::checked(vec![3, 1], 1, 3, 3).is_none());
-        assert!(Postings::checked(vec![1, 1, 0, 1], 2, 1, 3).is_none());
-        assert!(Postings::checked(vec![1, 1, 1, 1], 2, 2, 3).is_some());
-        assert!(Postings::checked(vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x01], 1, 0, 3).is_none());
+        assert!(Postings::checked(&[3, 1], 1, 3, 3).is_none());
+        assert!(Postings::checked(&[1, 1, 0, 1], 2, 1, 3).is_none());
+        assert!(Postings::checked(&[1, 1, 1, 1], 2, 2, 3).is_some());
+        assert!(Postings::checked(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], 1, 0, 3).is_none());
     }
 
     fn tiny() -> Bm25Index {
@@ -1074,20 +1101,20 @@ mod tests {
         for &(d, tf) in &given {
             p.push(d, tf);
         }
-        assert_eq!(p.iter().collect::<Vec<_>>(), given);
+        assert_eq!(p.iter(&[]).collect::<Vec<_>>(), given);
         assert_eq!(p.len(), given.len());
         // Two-byte postings for the common case: 1 byte of gap, 1 of count.
         let mut small = Postings::default();
         (0..100).for_each(|d| small.push(d * 3, 2));
         assert_eq!(small.bytes.len(), 200);
         // Swap-remove: 20,000 goes, the highest (u32::MAX - 1) takes its number, and the list stays ascending.
-        p.swap_remove_doc(20_000, u32::MAX - 1);
+        p.swap_remove_doc(&[], 20_000, u32::MAX - 1);
         assert_eq!(
-            p.iter().collect::<Vec<_>>(),
+            p.iter(&[]).collect::<Vec<_>>(),
             vec![(0, 1), (1, 127), (128, 128), (20_000, 2), (3_000_000, u16::MAX)]
         );
         p.push(3_000_001, 9);
-        assert_eq!(p.iter().last(), Some((3_000_001, 9)));
+        assert_eq!(p.iter(&[]).last(), Some((3_000_001, 9)));
         // Through the index: many removals in any order leave every score as a fresh index of what is left.
         let mut ix = Bm25Index::new();
         let text = |u: u32| format!("w{} w{} shared w{}", u % 7, u % 13, u % 300);

@@ -792,7 +792,7 @@ impl IdbStore {
         Self::commit(tx, &raw, "migrating").await
     }
 
-    /// The read-only transaction of a load, with the reads of the `meta` store's records queued.
+    /// The read-only transaction of a load, with the reads of the memory's and distillation's meta records queued.
     fn begin_load(&self) -> Result<(idb::Transaction, MetaReads)> {
         let reading = [META, SESSIONS, TURN_CHUNKS, VECTORS, EPISODES, FACTS, JOBS];
         let tx = self
@@ -803,7 +803,7 @@ impl IdbStore {
             .map_err(|e| idb_err("reading", e))?;
         let meta_store = Self::store(&tx, META)?;
         let get = |key: &str| meta_store.get(JsValue::from_str(key)).map_err(|e| idb_err(&format!("reading {key}"), e));
-        let reads = MetaReads { meta: get(META_KEY)?, distill: get(DISTILL_KEY)?, lexical: get(LEXICAL_KEY)? };
+        let reads = MetaReads { meta: get(META_KEY)?, distill: get(DISTILL_KEY)? };
         Ok((tx, reads))
     }
 
@@ -811,7 +811,7 @@ impl IdbStore {
     /// bound to), then every record opened. A record that does not open (altered, moved, or damaged) is set aside
     /// as a damaged plaintext one is, and the rest of the memory opens without it; the meta records must open.
     async fn load_sealed(&self, sealer: &Sealer) -> Result<Snapshot> {
-        let (tx, MetaReads { meta: meta_req, distill: distill_meta_req, lexical: lexical_req }) = self.begin_load()?;
+        let (tx, MetaReads { meta: meta_req, distill: distill_meta_req }) = self.begin_load()?;
         let get_all = |name: &str| {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };
@@ -825,7 +825,6 @@ impl IdbStore {
         let read = |what: &str, e| idb_err(&format!("reading {what}"), e);
         let meta = meta_req.await.map_err(|e| read("meta", e))?.filter(|m| !m.is_undefined());
         let distill_meta = distill_meta_req.await.map_err(|e| read("distill meta", e))?.filter(|m| !m.is_undefined());
-        let lexical = lexical_req.await.map_err(|e| read("lexical", e))?.filter(|m| !m.is_undefined());
         let sessions = sessions_req.await.map_err(|e| read("sessions", e))?;
         let episodes = episodes_req.await.map_err(|e| read("episodes", e))?;
         let facts = facts_req.await.map_err(|e| read("facts", e))?;
@@ -905,12 +904,7 @@ impl IdbStore {
         sessions.sort_by(|a, b| a.id.cmp(&b.id));
         let block = Some(block.unwrap_or_default());
         turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
-        // A cache: one that does not open is rebuilt, not set aside.
-        let lexical = match lexical {
-            Some(record) => sealer.open(META, LEXICAL_KEY, &record).await.ok(),
-            None => None,
-        };
-        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined, lexical })
+        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
     }
 
     /// Reads the schema 1–3 records: turns, and units (with their vectors when schema 1 kept them inline).
@@ -1275,8 +1269,8 @@ impl Store for IdbStore {
         if let Some(sealer) = &self.sealer {
             return self.load_sealed(sealer).await;
         }
-        // Every request is queued before the first is awaited: one round of nine requests, whatever the size.
-        let (tx, MetaReads { meta: meta_req, distill: distill_meta_req, lexical: lexical_req }) = self.begin_load()?;
+        // Every request is queued before the first is awaited: one round of eight requests, whatever the size.
+        let (tx, MetaReads { meta: meta_req, distill: distill_meta_req }) = self.begin_load()?;
         let get_all = |name: &str| {
             Self::store(&tx, name)?.get_all(None, None).map_err(|e| idb_err(&format!("reading {name}"), e))
         };
@@ -1288,8 +1282,6 @@ impl Store for IdbStore {
         let jobs_req = get_all(JOBS)?;
         let meta = meta_req.await.map_err(|e| idb_err("reading meta", e))?;
         let distill_meta = distill_meta_req.await.map_err(|e| idb_err("reading distill meta", e))?;
-        let lexical = lexical_req.await.map_err(|e| idb_err("reading lexical", e))?;
-        let lexical = lexical.and_then(|v| v.dyn_into::<Uint8Array>().ok()).map(|a| a.to_vec());
         let sessions = sessions_req.await.map_err(|e| idb_err("reading sessions", e))?;
         let turn_chunks = turns_req.await.map_err(|e| idb_err("reading turns", e))?;
         // Parsed now, while IndexedDB is still reading the vector chunks. A chunk that does not decode is set aside
@@ -1386,7 +1378,7 @@ impl Store for IdbStore {
         };
         let sessions = decode_each::<Session>(sessions, SESSIONS, "session", &mut quarantined);
         turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
-        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined, lexical })
+        Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
@@ -1429,13 +1421,30 @@ impl Store for IdbStore {
         }
         Self::commit(tx, &raw, "keeping the lexical index").await
     }
+
+    async fn load_lexical(&self) -> Result<Option<Vec<u8>>> {
+        let tx = self
+            .conn
+            .borrow()
+            .db
+            .transaction(&[META], TransactionMode::ReadOnly)
+            .map_err(|e| idb_err("reading the lexical index", e))?;
+        let request = Self::store(&tx, META)?.get(JsValue::from_str(LEXICAL_KEY));
+        let record = request.map_err(|e| idb_err("reading the lexical index", e))?.await;
+        let record = record.map_err(|e| idb_err("reading the lexical index", e))?.filter(|r| !r.is_undefined());
+        Ok(match (record, &self.sealer) {
+            (None, _) => None,
+            // A cache: one that does not open is built again, not set aside.
+            (Some(r), Some(sealer)) => sealer.open(META, LEXICAL_KEY, &r).await.ok(),
+            (Some(r), None) => r.dyn_into::<Uint8Array>().ok().map(|a| a.to_vec()),
+        })
+    }
 }
 
 /// The `meta` store's reads of a load.
 struct MetaReads {
     meta: GetStoreRequest,
     distill: GetStoreRequest,
-    lexical: GetStoreRequest,
 }
 
 /// Whether a batch deletes anything: such a write drops the kept lexical index (see `Store::put_lexical`).

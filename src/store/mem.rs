@@ -81,7 +81,6 @@ impl Store for MemStore {
                 jobs: d.distill.jobs.values().cloned().collect(),
             },
             quarantined: Vec::new(), // nothing here is ever encoded
-            lexical: d.lexical.clone(),
         })
     }
 
@@ -129,6 +128,10 @@ impl Store for MemStore {
         }
         self.data.borrow_mut().lexical = Some(bytes);
         Ok(())
+    }
+
+    async fn load_lexical(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.data.borrow().lexical.clone())
     }
 }
 

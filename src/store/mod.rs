@@ -76,8 +76,6 @@ pub struct Snapshot {
     /// Records that did not decode, set aside (left where they are, or copied aside before their slot was
     /// rewritten), never deleted: the rest of the memory opens without them.
     pub quarantined: Vec<Quarantined>,
-    /// The lexical index as [`Store::put_lexical`] last kept it, if the store still has it.
-    pub lexical: Option<Vec<u8>>,
 }
 
 impl Snapshot {
@@ -255,6 +253,9 @@ pub trait Store {
     /// than rebuild. A cache, not content: a store drops it with any write that deletes turns, units or sessions
     /// (the open that follows builds the index again), and the memory checks it against its units before use.
     async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()>;
+    /// The lexical index as [`put_lexical`](Self::put_lexical) last kept it, if the store still has it. Read apart
+    /// from [`load`](Self::load), once the open's other records are freed: the wasm heap keeps its high-water mark.
+    async fn load_lexical(&self) -> Result<Option<Vec<u8>>>;
     /// Approximate bytes used, when the backend can tell.
     async fn bytes_used(&self) -> Option<u64> {
         None

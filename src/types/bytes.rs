@@ -40,6 +40,11 @@ impl<'b> ByteReader<'b> {
         &self.bytes[self.at..]
     }
 
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
     /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.bytes.len() - self.at

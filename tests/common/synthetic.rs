@@ -97,4 +97,3 @@ pub fn populate_range(store: &MemStore, start: u32, end: u32, seed: u64) {
         done = end;
     }
 }
-
