@@ -201,6 +201,9 @@ try {
     await call("deleteDatabase", encName);
     log(`${k}: populating an encrypted memory`);
     await call("populate", encName, n, 10, encryption.passphrase);
+    // The first open builds the lexical index and keeps it; the opens after it adopt it (as a returning user's).
+    await fresh();
+    const building = await call("open", encName, { encryption });
     const opens = [];
     const indexed = [];
     let heapBytes = 0;
@@ -224,6 +227,7 @@ try {
       [`open_ms_encrypted_${k}`]: r1(median(opens)),
       [`wasm_heap_mb_encrypted_${k}`]: r1(heapBytes / 2 ** 20),
       [`open_indexed_ms_encrypted_${k}`]: r1(median(indexed)),
+      [`open_indexed_ms_encrypted_building_${k}`]: r1(building.indexedMs),
       [`open_encrypted_over_plain_${k}`]: ratio(median(opens), plainOpen),
       [`open_indexed_encrypted_over_plain_${k}`]: ratio(median(indexed), plainIndexed),
       [`add_messages_p50_ms_plain_${k}`]: r1(median(adds.plain)),
@@ -233,7 +237,8 @@ try {
       [`add_messages_encrypted_over_plain_p50_${k}`]: ratio(median(adds.encrypted), median(adds.plain)),
     });
     rows.push([`cold open @${k}, encrypted / plaintext (ms)`, `${out[`open_ms_encrypted_${k}`]} / ${r1(plainOpen)}`, "", ""]);
-    rows.push([`  until the lexical index is built (ms)`, `${out[`open_indexed_ms_encrypted_${k}`]} / ${r1(plainIndexed)}`, "", ""]);
+    rows.push([`  until the lexical index is ready (ms)`, `${out[`open_indexed_ms_encrypted_${k}`]} / ${r1(plainIndexed)}`, "", ""]);
+    rows.push([`  the first open, which builds and keeps it (ms)`, out[`open_indexed_ms_encrypted_building_${k}`], "", ""]);
     rows.push([`  wasm heap after an encrypted open @${k} (MB)`, out[`wasm_heap_mb_encrypted_${k}`], "", ""]);
     rows.push([`addMessages of one exchange @${k}, encrypted / plaintext (ms)`,
       `${out[`add_messages_p50_ms_encrypted_${k}`]} / ${out[`add_messages_p50_ms_plain_${k}`]}`,
@@ -351,6 +356,10 @@ try {
     log(`${k}: populating`);
     const pop = await call("populate", name, n);
     log(`${k}: populated in ${(pop.ms / 1000).toFixed(1)} s`);
+    // The first open after populating builds the lexical index and keeps it (`Store::put_lexical`); the opens
+    // after it adopt the kept index, as a returning user's do. Both are reported; the medians are of the latter.
+    await fresh();
+    const building = await call("open", name);
     const opens = [];
     const indexed = [];
     let last;
@@ -380,6 +389,9 @@ try {
     out[`open_ms_${k}`] = r1(median(opens));
     out[`open_p95_ms_${k}`] = r1(p95(opens));
     out[`open_indexed_ms_${k}`] = r1(median(indexed));
+    out[`open_indexed_ms_building_${k}`] = r1(building.indexedMs);
+    out[`open_indexed_building_over_getall_${k}`] = Math.round((building.indexedMs / median(raw)) * 100) / 100;
+    out[`wasm_heap_mb_building_${k}`] = r1(building.wasmHeapBytes / 2 ** 20);
     out[`open_total_ms_${k}`] = r1(last.totalMs);
     out[`open_raw_idb_ms_${k}`] = r1(median(raw));
     out[`open_idb_requests_${k}`] = last.idb.requests;
@@ -395,12 +407,14 @@ try {
       ["embed", "tir", "bm25", "hybrid"].map((p) => out[`recall_${p}_p50_ms_${k}`]).join(" / "), "", ""]);
     rows.push([`cold open @${k}: IndexedDB read + vector index, open resolves (ms)`, out[`open_ms_${k}`], out[`open_p95_ms_${k}`],
       n === 100000 ? "≤ 1500" : ""]);
-    rows.push([`  until the lexical index is built too (ms)`, out[`open_indexed_ms_${k}`], "", ""]);
+    rows.push([`  until the lexical index is ready too (ms)`, out[`open_indexed_ms_${k}`], "", ""]);
+    rows.push([`  the first open, which builds the lexical index and keeps it (ms)`, out[`open_indexed_ms_building_${k}`], "", ""]);
     rows.push([`  of which plain-JS getAll of the same stores (ms)`, out[`open_raw_idb_ms_${k}`], "", ""]);
     rows.push([`  until indexed / plain getAll`, out[`open_indexed_over_getall_${k}`], "", n === 100000 ? "≤ 2" : ""]);
     rows.push([`  open @${k}: IndexedDB requests / records read`, `${last.idb.requests} / ${last.idb.recordsRead}`, "", ""]);
     rows.push([`  IndexedDB bytes per unit @${k}`, out[`idb_bytes_per_unit_${k}`], "", ""]);
     rows.push([`  wasm heap after open @${k} (MB)`, out[`wasm_heap_mb_${k}`], "", n === 100000 ? "≤ 80" : ""]);
+    rows.push([`  the same after the first open, which builds the lexical index (MB)`, out[`wasm_heap_mb_building_${k}`], "", ""]);
     if (lociRank) {
       await peersAt(n, k, {
         rank: lociRank, open: median(opens), indexed: median(indexed),

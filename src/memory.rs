@@ -339,7 +339,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let Some(fingerprint) = self.lexical_fingerprint(self.lexical.units()) else {
             return Ok(false);
         };
-        self.store.put_lexical(self.lexical.to_bytes(fingerprint)).await?;
+        let index = &self.lexical;
+        self.store.put_lexical(index.persisted_len(), &|sink| index.write_persisted(fingerprint, sink)).await?;
         Ok(true)
     }
 

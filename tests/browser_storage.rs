@@ -285,7 +285,7 @@ async fn distillation_and_deletions_persist_as_in_memstore() {
     }
     // The kept lexical index (a cache) round-trips, and survives a write that deletes nothing.
     for s in [&store as &dyn Store, &reference] {
-        s.put_lexical(b"a kept index".to_vec()).await.expect("put the lexical index");
+        s.put_lexical(12, &|sink| sink(b"a kept index")).await.expect("put the lexical index");
         s.write(WriteBatch { sessions: vec![session("a")], ..Default::default() }).await.expect("write");
     }
     let loaded = store.load().await.expect("load").unblocked();
@@ -651,7 +651,7 @@ async fn an_encrypted_memory_round_trips_and_stores_no_plaintext() {
     // A kept lexical index holds the memory's words: sealed like the rest.
     let lexical = format!("{CANARY_TEXT} {CANARY_SESSION}").into_bytes();
     for s in [&plain, &store] {
-        s.put_lexical(lexical.clone()).await.expect("put the lexical index");
+        s.put_lexical(lexical.len(), &|sink| sink(&lexical)).await.expect("put the lexical index");
     }
     // The plaintext store is the reference (it holds vectors as int8, as the encrypted one does); it holds what
     // MemStore holds.

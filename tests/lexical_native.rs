@@ -25,12 +25,12 @@ fn open(store: &MemStore) -> Memory<MemStore, NoModel> {
 /// The index of a memory opened over `store`, built from scratch (whatever the store keeps is refused first).
 fn built(store: &MemStore) -> Vec<u8> {
     let kept = block_on(store.load_lexical()).unwrap();
-    block_on(store.put_lexical(b"not an index".to_vec())).unwrap();
+    block_on(store.put_lexical(12, &|sink| sink(b"not an index"))).unwrap();
     let mut memory = open(store);
     memory.index_lexical(usize::MAX);
     let bytes = memory.lexical_index().to_bytes(0);
     if let Some(k) = kept {
-        block_on(store.put_lexical(k)).unwrap();
+        block_on(store.put_lexical(k.len(), &|sink| sink(&k))).unwrap();
     }
     bytes
 }
@@ -95,7 +95,7 @@ fn a_kept_lexical_index_is_adopted_only_while_it_matches_the_memory() {
     let mid = damaged.len() / 2;
     damaged[mid] ^= 0x5a;
     damaged.truncate(damaged.len() - 1);
-    block_on(store.put_lexical(damaged)).unwrap();
+    block_on(store.put_lexical(damaged.len(), &|sink| sink(&damaged))).unwrap();
     let (left, _, saved) = open_and_index(&store);
     assert_eq!((left, saved), (3_999, true));
 }

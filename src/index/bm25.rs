@@ -725,31 +725,55 @@ impl Bm25Index {
     /// adopts it): the postings as they are (varint streams), the vocabulary, and each document's unit and length.
     /// Sessions are left out: they are numbered at open, and a later open may number them otherwise.
     pub fn to_bytes(&self, fingerprint: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.persisted_len());
+        self.write_persisted(fingerprint, &mut |piece| out.extend_from_slice(piece));
+        out
+    }
+
+    /// The length of [`to_bytes`](Self::to_bytes).
+    pub fn persisted_len(&self) -> usize {
+        let terms = self.vocab.keys().map(String::len).sum::<usize>();
+        let postings = self.postings.iter().map(|p| 16 + p.base.1 as usize + p.bytes.len()).sum::<usize>();
+        PERSISTED_MAGIC.len() + 16 + self.docs.len() * 8 + terms + postings
+    }
+
+    /// [`to_bytes`](Self::to_bytes) handed to `sink` in pieces (none over 64 KB but a posting list), so that a
+    /// store can copy them out of the wasm heap without the whole in it at once.
+    pub fn write_persisted(&self, fingerprint: u64, sink: &mut dyn FnMut(&[u8])) {
+        const PIECE: usize = 64 * 1024;
         let mut terms: Vec<&str> = vec![""; self.postings.len()];
         for (term, &id) in &self.vocab {
             terms[id as usize] = term;
         }
-        let size = self.postings.iter().map(|p| p.base.1 as usize + p.bytes.len() + 16).sum::<usize>()
-            + terms.iter().map(|t| t.len()).sum::<usize>()
-            + self.docs.len() * 8
-            + 32;
-        let mut out = Vec::with_capacity(size);
-        out.extend_from_slice(PERSISTED_MAGIC);
-        out.extend_from_slice(&fingerprint.to_le_bytes());
-        out.extend_from_slice(&(self.docs.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(terms.len() as u32).to_le_bytes());
-        self.docs.iter().for_each(|d| out.extend_from_slice(&d.unit.to_le_bytes()));
-        self.docs.iter().for_each(|d| out.extend_from_slice(&d.len.to_le_bytes()));
+        let mut buf: Vec<u8> = Vec::with_capacity(PIECE);
+        let mut put = |bytes: &[u8], buf: &mut Vec<u8>| {
+            if buf.len() + bytes.len() > PIECE {
+                sink(buf);
+                buf.clear();
+            }
+            match bytes.len() > PIECE {
+                true => sink(bytes),
+                false => buf.extend_from_slice(bytes),
+            }
+        };
+        put(PERSISTED_MAGIC, &mut buf);
+        put(&fingerprint.to_le_bytes(), &mut buf);
+        put(&(self.docs.len() as u32).to_le_bytes(), &mut buf);
+        put(&(terms.len() as u32).to_le_bytes(), &mut buf);
+        self.docs.iter().for_each(|d| put(&d.unit.to_le_bytes(), &mut buf));
+        self.docs.iter().for_each(|d| put(&d.len.to_le_bytes(), &mut buf));
         for (term, p) in terms.iter().zip(&self.postings) {
             let base = p.base(&self.arena);
             for n in [term.len() as u32, p.count, p.last, (base.len() + p.bytes.len()) as u32] {
-                out.extend_from_slice(&n.to_le_bytes());
+                put(&n.to_le_bytes(), &mut buf);
             }
-            out.extend_from_slice(term.as_bytes());
-            out.extend_from_slice(base);
-            out.extend_from_slice(&p.bytes);
+            put(term.as_bytes(), &mut buf);
+            put(base, &mut buf);
+            put(&p.bytes, &mut buf);
         }
-        out
+        if !buf.is_empty() {
+            sink(&buf);
+        }
     }
 
     /// An index persisted by [`to_bytes`](Self::to_bytes), and its fingerprint; `None` for anything it did not
@@ -899,6 +923,7 @@ mod tests {
         ix.insert(13, 1, "markets rallied, the dog slept");
         ix.remove(11); // a swap-remove: documents out of unit order
         let bytes = ix.to_bytes(0xfeed);
+        assert_eq!(bytes.len(), ix.persisted_len());
         let (mut back, fingerprint) = Bm25Index::from_bytes(bytes.clone()).unwrap();
         assert_eq!(fingerprint, 0xfeed);
         assert_eq!(back.units().collect::<Vec<_>>(), ix.units().collect::<Vec<_>>());

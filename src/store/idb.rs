@@ -34,8 +34,8 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::seal::{KeySource, Sealer};
 use super::{
-    to_json, turn_chunk, Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, SCHEMA_VERSION,
-    TURN_CHUNK, VECTOR_CHUNK,
+    to_json, turn_chunk, Meta, Quarantined, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, WritePieces,
+    SCHEMA_VERSION, TURN_CHUNK, VECTOR_CHUNK,
 };
 use crate::embed::DIM;
 use crate::error::{Error, Result};
@@ -1408,12 +1408,23 @@ impl Store for IdbStore {
         Self::commit(tx, &raw, "clearing").await
     }
 
-    async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()> {
+    async fn put_lexical(&self, len: usize, write: &WritePieces<'_>) -> Result<()> {
+        // Copied into a JS array piece by piece, and sealed from there: never whole in the wasm heap.
+        let plain = Uint8Array::new_with_length(len as u32);
+        let mut at = 0usize;
+        write(&mut |piece| {
+            if at + piece.len() <= len {
+                plain.subarray(at as u32, (at + piece.len()) as u32).copy_from(piece);
+            }
+            at += piece.len();
+        });
+        if at != len {
+            return Err(Error::Storage(format!("a lexical index of {at} bytes, announced as {len}")));
+        }
         let value: JsValue = match &self.sealer {
-            Some(sealer) => sealer.seal(META, LEXICAL_KEY, &bytes).await?.into(),
-            None => Uint8Array::from(bytes.as_slice()).into(),
+            Some(sealer) => sealer.seal_js(META, LEXICAL_KEY, &plain).await?.into(),
+            None => plain.into(),
         };
-        drop(bytes);
         let (tx, raw) = self.write_transaction("keeping the lexical index").await?;
         if let Err(e) = Self::store(&tx, META)?.put(&value, Some(&JsValue::from_str(LEXICAL_KEY))) {
             let _ = tx.abort();

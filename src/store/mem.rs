@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use async_trait::async_trait;
 
-use super::{Meta, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch};
+use super::{Meta, RowBlock, Rows, Snapshot, Store, StoredUnit, WriteBatch, WritePieces};
 use crate::error::{Error, Result};
 use crate::types::distilled::{DistillRecords, DistillState};
 use crate::types::{Session, Turn};
@@ -122,9 +122,14 @@ impl Store for MemStore {
         Ok(())
     }
 
-    async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()> {
+    async fn put_lexical(&self, len: usize, write: &WritePieces<'_>) -> Result<()> {
         if *self.fail_writes.borrow() {
             return Err(Error::QuotaExceeded("simulated quota error".into()));
+        }
+        let mut bytes = Vec::with_capacity(len);
+        write(&mut |piece| bytes.extend_from_slice(piece));
+        if bytes.len() != len {
+            return Err(Error::Storage(format!("a lexical index of {} bytes, announced as {len}", bytes.len())));
         }
         self.data.borrow_mut().lexical = Some(bytes);
         Ok(())

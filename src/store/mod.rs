@@ -240,6 +240,9 @@ pub(crate) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(v).map_err(|e| crate::error::Error::Storage(format!("encoding a record: {e}")))
 }
 
+/// Hands bytes to the sink it is given, in pieces (see [`Store::put_lexical`]).
+pub type WritePieces<'a> = dyn for<'s> Fn(&'s mut (dyn FnMut(&[u8]) + 's)) + 'a;
+
 /// Persistence for one memory.
 #[async_trait(?Send)]
 pub trait Store {
@@ -252,7 +255,10 @@ pub trait Store {
     /// Keeps the lexical index as bytes ([`crate::index::Bm25Index::to_bytes`]), for the next open to adopt rather
     /// than rebuild. A cache, not content: a store drops it with any write that deletes turns, units or sessions
     /// (the open that follows builds the index again), and the memory checks it against its units before use.
-    async fn put_lexical(&self, bytes: Vec<u8>) -> Result<()>;
+    ///
+    /// `write` hands the `len` bytes to the sink it is given, in pieces
+    /// ([`crate::index::Bm25Index::write_persisted`]): a store copies them out of the wasm heap as they come.
+    async fn put_lexical(&self, len: usize, write: &WritePieces<'_>) -> Result<()>;
     /// The lexical index as [`put_lexical`](Self::put_lexical) last kept it, if the store still has it. Read apart
     /// from [`load`](Self::load), once the open's other records are freed: the wasm heap keeps its high-water mark.
     async fn load_lexical(&self) -> Result<Option<Vec<u8>>>;

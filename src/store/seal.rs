@@ -154,15 +154,26 @@ fn gcm_params(iv: &[u8], aad: &[u8]) -> Object {
 }
 
 async fn gcm_encrypt(key: &CryptoKey, iv: &[u8], aad: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
-    let out = resolve(subtle()?.encrypt_with_object_and_u8_array(&gcm_params(iv, aad), key, plain))
+    Ok(gcm_encrypt_js(key, iv, aad, &Uint8Array::from(plain)).await?.to_vec())
+}
+
+/// [`gcm_encrypt`] of a JS array, into one: a large record never enters the wasm heap, which keeps its high-water
+/// mark.
+async fn gcm_encrypt_js(key: &CryptoKey, iv: &[u8], aad: &[u8], plain: &Uint8Array) -> Result<Uint8Array> {
+    let out = resolve(subtle()?.encrypt_with_object_and_js_u8_array(&gcm_params(iv, aad), key, plain))
         .await
         .map_err(|e| crypto_failed("encrypting a record", e))?;
-    Ok(Uint8Array::new(&out).to_vec())
+    Ok(Uint8Array::new(&out))
 }
 
 /// `None` when the ciphertext does not authenticate (wrong key, altered or moved).
 async fn gcm_decrypt(key: &CryptoKey, iv: &[u8], aad: &[u8], sealed: &[u8]) -> Result<Option<Vec<u8>>> {
-    match resolve(subtle()?.decrypt_with_object_and_u8_array(&gcm_params(iv, aad), key, sealed)).await {
+    gcm_decrypt_js(key, iv, aad, &Uint8Array::from(sealed)).await
+}
+
+/// [`gcm_decrypt`] of a JS array: only the plaintext is copied into the wasm heap.
+async fn gcm_decrypt_js(key: &CryptoKey, iv: &[u8], aad: &[u8], sealed: &Uint8Array) -> Result<Option<Vec<u8>>> {
+    match resolve(subtle()?.decrypt_with_object_and_js_u8_array(&gcm_params(iv, aad), key, sealed)).await {
         Ok(out) => Ok(Some(Uint8Array::new(&out).to_vec())),
         Err(e)
             if Reflect::get(&e, &"name".into()).ok().and_then(|n| n.as_string()).as_deref()
@@ -331,29 +342,34 @@ impl Sealer {
 
     /// `plain` sealed for slot (`store`, `key`): IV ‖ ciphertext ‖ tag.
     pub async fn seal(&self, store: &str, key: &str, plain: &[u8]) -> Result<Uint8Array> {
+        self.seal_js(store, key, &Uint8Array::from(plain)).await
+    }
+
+    /// [`seal`](Self::seal) of a JS array: neither the plaintext nor the ciphertext enters the wasm heap.
+    pub async fn seal_js(&self, store: &str, key: &str, plain: &Uint8Array) -> Result<Uint8Array> {
         let iv = random_bytes(IV_BYTES)?;
-        let sealed = gcm_encrypt(&self.aes, &iv, &Self::aad(store, key), plain).await?;
-        let out = Uint8Array::new_with_length((IV_BYTES + sealed.len()) as u32);
+        let sealed = gcm_encrypt_js(&self.aes, &iv, &Self::aad(store, key), plain).await?;
+        let out = Uint8Array::new_with_length(IV_BYTES as u32 + sealed.length());
         out.subarray(0, IV_BYTES as u32).copy_from(&iv);
-        out.subarray(IV_BYTES as u32, out.length()).copy_from(&sealed);
+        out.set(&sealed, IV_BYTES as u32);
         Ok(out)
     }
 
     /// What was sealed for slot (`store`, `key`); an error that says so when the record was altered, moved from
     /// another slot, or sealed under another key.
     pub async fn open(&self, store: &str, key: &str, record: &JsValue) -> Result<Vec<u8>> {
+        // Read where it lies (a JS array): only the plaintext is copied into the wasm heap.
         let bytes = record
             .dyn_ref::<Uint8Array>()
-            .map(|a| a.to_vec())
-            .or_else(|| {
-                Reflect::get(record, &"c".into()).ok().and_then(|c| c.dyn_into::<Uint8Array>().ok()).map(|a| a.to_vec())
-            })
+            .cloned()
+            .or_else(|| Reflect::get(record, &"c".into()).ok().and_then(|c| c.dyn_into::<Uint8Array>().ok()))
             .ok_or_else(|| Error::Storage("not an encrypted record".into()))?;
-        if bytes.len() < IV_BYTES + TAG_BYTES {
+        if (bytes.length() as usize) < IV_BYTES + TAG_BYTES {
             return Err(Error::Storage("an encrypted record is truncated".into()));
         }
-        let (iv, sealed) = bytes.split_at(IV_BYTES);
-        gcm_decrypt(&self.aes, iv, &Self::aad(store, key), sealed).await?.ok_or_else(|| {
+        let iv = bytes.subarray(0, IV_BYTES as u32).to_vec();
+        let sealed = bytes.subarray(IV_BYTES as u32, bytes.length());
+        gcm_decrypt_js(&self.aes, &iv, &Self::aad(store, key), &sealed).await?.ok_or_else(|| {
             Error::Storage("an encrypted record failed authentication (altered, or moved from another slot)".into())
         })
     }
