@@ -278,3 +278,106 @@ fn simd_int8_dot_equals_the_portable_one() {
     let (a, b) = (vec![-128i8; 384], vec![-32768i16; 384]);
     assert_eq!(dot_i8_i16(&a, &b), dot_i8_i16_scalar(&a, &b));
 }
+
+/// Open never embeds: a runtime that refuses to.
+struct NoModel;
+
+#[async_trait::async_trait(?Send)]
+impl loci::embed::Runtime for NoModel {
+    async fn last_hidden_state(&mut self, _: &loci::embed::Batch) -> loci::Result<Vec<f32>> {
+        Err(loci::Error::Embedder("this test never embeds".into()))
+    }
+    fn device(&self) -> loci::embed::Device {
+        loci::embed::Device::Wasm
+    }
+}
+
+/// The lexical index a memory keeps in IndexedDB (`Store::put_lexical`), plaintext and sealed: the open that builds
+/// it keeps it, the next one adopts it (nothing left to index, the same index as bytes), and a write that deletes
+/// drops it. `tests/lexical_native.rs` covers the rules; this covers the IndexedDB record and its sealing.
+#[wasm_bindgen_test]
+async fn a_kept_lexical_index_is_adopted_from_indexeddb() {
+    use loci::embed::{EmbedConfig, Embedder, DIM, MODEL_ID};
+    use loci::memory::{Memory, MemoryConfig};
+    use loci::store::seal::KeySource;
+    use loci::store::Rows;
+    const UNITS: u32 = 1_500;
+    let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
+    let embedder = || {
+        let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
+        Embedder::new(tokenizer, NoModel, EmbedConfig::default()).unwrap()
+    };
+    let words = ["lake", "trail", "bread", "starter", "ridge", "boots", "oven", "flour", "marathon", "knee"];
+    for (name, key) in [("t-lexical", None), ("t-lexical-sealed", Some(KeySource::Passphrase("lexical".into())))] {
+        let _ = IdbStore::delete(name).await;
+        let open_store = || IdbStore::open_with(name, Default::default(), key.as_ref());
+        let store = open_store().await.expect("open the store");
+        let mut batch = WriteBatch {
+            meta: Some(Meta {
+                schema: SCHEMA_VERSION,
+                model: MODEL_ID.into(),
+                dim: DIM as u32,
+                unit_mode: UnitMode::Pair,
+                next_turn: 2 * UNITS as u64 + 1,
+                next_unit: UNITS + 1,
+            }),
+            ..Default::default()
+        };
+        for u in 0..UNITS {
+            let session = format!("s{}", u / 10);
+            if u % 10 == 0 {
+                batch.sessions.push(Session {
+                    id: session.clone(),
+                    first_time: 1.6e12 + u as f64 * 1e6,
+                    last_time: 1.6e12 + u as f64 * 1e6 + 20_000.0,
+                    turn_count: 20,
+                    title: None,
+                });
+            }
+            let ids = [2 * u as u64 + 1, 2 * u as u64 + 2];
+            for (i, &id) in ids.iter().enumerate() {
+                let w = |k: u32| words[((u * 7 + k * 3 + i as u32) % words.len() as u32) as usize];
+                batch.turns.push(Turn {
+                    id,
+                    session: session.clone(),
+                    seq: (u % 10) * 2 + i as u32,
+                    speaker: "Ana".into(),
+                    text: format!("The {} and the {} near unit {u}", w(0), w(1)),
+                    caption: None,
+                    time: 1.6e12 + u as f64 * 1e6 + i as f64 * 1000.0,
+                    ingested: 1.6e12,
+                });
+            }
+            let mut vector = vec![0.0f32; DIM];
+            vector[u as usize % DIM] = 1.0;
+            batch.units.push(StoredUnit {
+                unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() },
+                vectors: Rows::F32(vector),
+            });
+        }
+        store.write(batch).await.expect("write");
+
+        let mut memory = Memory::open(store, embedder(), MemoryConfig::default()).await.expect("first open");
+        assert_eq!(memory.index_lexical(0), UNITS as usize, "nothing kept yet: everything to index");
+        memory.index_lexical(usize::MAX);
+        let built = memory.lexical_index().to_bytes(0);
+        assert!(memory.save_lexical().await.expect("keep the index"));
+        memory.into_store().close();
+
+        let store = open_store().await.expect("reopen the store");
+        let mut memory = Memory::open(store, embedder(), MemoryConfig::default()).await.expect("second open");
+        assert_eq!(memory.index_lexical(0), 0, "{name}: the kept index was adopted");
+        assert_eq!(memory.lexical_index().to_bytes(0), built, "{name}: the index a build gives");
+        assert!(!memory.save_lexical().await.unwrap(), "nothing new to keep");
+        let store = memory.into_store();
+        store.write(WriteBatch { delete_units: vec![7], ..Default::default() }).await.expect("delete a unit");
+        assert_eq!(store.load_lexical().await.expect("read"), None, "{name}: a delete drops the kept index");
+        store.close();
+
+        let store = open_store().await.expect("reopen after the delete");
+        let mut memory = Memory::open(store, embedder(), MemoryConfig::default()).await.expect("third open");
+        assert_eq!(memory.index_lexical(0), UNITS as usize - 1, "{name}: built again");
+        memory.into_store().close();
+        IdbStore::delete(name).await.expect("delete");
+    }
+}
