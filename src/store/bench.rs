@@ -6,9 +6,8 @@
 use wasm_bindgen::prelude::*;
 
 use super::idb::IdbStore;
-use super::{Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
-use crate::embed::{DIM, MODEL_ID};
-use crate::types::{Session, Turn, Unit, UnitMode};
+use super::{Rows, Store};
+use crate::embed::DIM;
 
 const WORDS: &[&str] = &[
     "I",
@@ -242,52 +241,12 @@ pub async fn bench_populate(
     let store = IdbStore::open_with(&name, Default::default(), key.as_ref()).await.map_err(err)?;
     let per = units_per_session.max(1);
     let mut synthetic = Synthetic::new(per, seed);
-    let t0 = 1.6e12;
     let mut done = 0u32;
     while done < units {
         let end = (done + 2000).min(units);
-        let mut batch = WriteBatch::default();
-        for u in done..end {
+        let batch = super::synthetic_batch(done, end, units, per, |_| {
             let unit = synthetic.next().expect("endless");
-            let s = unit.session;
-            let session = format!("bench-{s}");
-            let time = t0 + s as f64 * 86_400_000.0;
-            if u % per == 0 || u == done {
-                let turn_count = ((s + 1) * per).min(units) - s * per;
-                batch.sessions.push(Session {
-                    id: session.clone(),
-                    first_time: time,
-                    last_time: time + turn_count as f64 * 2000.0,
-                    turn_count: turn_count * 2,
-                    title: None,
-                });
-            }
-            let seq = (u % per) * 2;
-            let ids = [u as u64 * 2 + 1, u as u64 * 2 + 2];
-            for (i, (&id, text)) in ids.iter().zip(unit.texts).enumerate() {
-                batch.turns.push(Turn {
-                    id,
-                    session: session.clone(),
-                    seq: seq + i as u32,
-                    speaker: if i == 0 { "user".into() } else { "assistant".into() },
-                    text,
-                    caption: None,
-                    time: time + (seq + i as u32) as f64 * 1000.0,
-                    ingested: time,
-                });
-            }
-            batch.units.push(StoredUnit {
-                unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() },
-                vectors: Rows::F32(unit.vector),
-            });
-        }
-        batch.meta = Some(Meta {
-            schema: SCHEMA_VERSION,
-            model: MODEL_ID.into(),
-            dim: DIM as u32,
-            unit_mode: UnitMode::Pair,
-            next_turn: end as u64 * 2 + 1,
-            next_unit: end + 1,
+            (unit.texts, Rows::F32(unit.vector))
         });
         store.write(batch).await.map_err(err)?;
         done = end;

@@ -235,6 +235,60 @@ pub struct WriteBatch {
     pub distill: DistillWrite,
 }
 
+/// Units `start + 1 ..= end` of a synthetic memory of `units` pair units, `per` to a session (session `bench-N`, a
+/// day apart; turns `2u - 1`, `2u`), as one write: the shape `npm run bench` and the native heap and lexical tests
+/// store. `unit(u)` gives the u-th unit's two turn texts and its vectors. Not part of the API.
+#[doc(hidden)]
+pub fn synthetic_batch(
+    start: u32,
+    end: u32,
+    units: u32,
+    per: u32,
+    mut unit: impl FnMut(u32) -> ([String; 2], Rows),
+) -> WriteBatch {
+    let mut batch = WriteBatch::default();
+    for u in start..end {
+        let s = u / per;
+        let session = format!("bench-{s}");
+        let time = 1.6e12 + s as f64 * 86_400_000.0;
+        if u % per == 0 || u == start {
+            let turn_count = ((s + 1) * per).min(units) - s * per;
+            batch.sessions.push(Session {
+                id: session.clone(),
+                first_time: time,
+                last_time: time + turn_count as f64 * 2000.0,
+                turn_count: turn_count * 2,
+                title: None,
+            });
+        }
+        let seq = (u % per) * 2;
+        let ids = [u as u64 * 2 + 1, u as u64 * 2 + 2];
+        let (texts, vectors) = unit(u);
+        for (i, (&id, text)) in ids.iter().zip(texts).enumerate() {
+            batch.turns.push(Turn {
+                id,
+                session: session.clone(),
+                seq: seq + i as u32,
+                speaker: if i == 0 { "user".into() } else { "assistant".into() },
+                text,
+                caption: None,
+                time: time + (seq + i as u32) as f64 * 1000.0,
+                ingested: time,
+            });
+        }
+        batch.units.push(StoredUnit { unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() }, vectors });
+    }
+    batch.meta = Some(Meta {
+        schema: SCHEMA_VERSION,
+        model: crate::embed::MODEL_ID.into(),
+        dim: crate::embed::DIM as u32,
+        unit_mode: UnitMode::Pair,
+        next_turn: end as u64 * 2 + 1,
+        next_unit: end + 1,
+    });
+    batch
+}
+
 /// A record's JSON bytes (a store's records, before sealing or packing).
 pub(crate) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(v).map_err(|e| crate::error::Error::Storage(format!("encoding a record: {e}")))

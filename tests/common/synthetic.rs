@@ -2,9 +2,8 @@
 //! int8 vectors), written straight into a store: for tests of opening large memories, which never embed.
 
 use async_trait::async_trait;
-use loci::embed::{Batch, Device, Runtime, DIM, MODEL_ID};
-use loci::store::{MemStore, Meta, Rows, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
-use loci::types::{Session, Turn, Unit, UnitMode};
+use loci::embed::{Batch, Device, Runtime, DIM};
+use loci::store::{synthetic_batch, MemStore, Rows, Store};
 use pollster::block_on;
 
 use super::Rng;
@@ -50,48 +49,9 @@ pub fn populate_range(store: &MemStore, start: u32, end: u32, seed: u64) {
     let mut done = start;
     while done < units {
         let end = (done + 2000).min(units);
-        let mut batch = WriteBatch::default();
-        for u in done..end {
-            let s = u / per;
-            let session = format!("bench-{s}");
-            let time = 1.6e12 + s as f64 * 86_400_000.0;
-            if u % per == 0 || u == done {
-                let turn_count = ((s + 1) * per).min(units) - s * per;
-                batch.sessions.push(Session {
-                    id: session.clone(),
-                    first_time: time,
-                    last_time: time + turn_count as f64 * 2000.0,
-                    turn_count: turn_count * 2,
-                    title: None,
-                });
-            }
-            let seq = (u % per) * 2;
-            let ids = [u as u64 * 2 + 1, u as u64 * 2 + 2];
-            for (i, &id) in ids.iter().enumerate() {
-                batch.turns.push(Turn {
-                    id,
-                    session: session.clone(),
-                    seq: seq + i as u32,
-                    speaker: if i == 0 { "user".into() } else { "assistant".into() },
-                    text: sentence(&mut rng),
-                    caption: None,
-                    time: time + (seq + i as u32) as f64 * 1000.0,
-                    ingested: time,
-                });
-            }
+        let batch = synthetic_batch(done, end, units, per, |_| {
             let codes: Vec<i8> = (0..DIM).map(|_| (rng.below(255) as i32 - 127) as i8).collect();
-            batch.units.push(StoredUnit {
-                unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() },
-                vectors: Rows::Int8 { codes, scales: vec![0.01] },
-            });
-        }
-        batch.meta = Some(Meta {
-            schema: SCHEMA_VERSION,
-            model: MODEL_ID.into(),
-            dim: DIM as u32,
-            unit_mode: UnitMode::Pair,
-            next_turn: end as u64 * 2 + 1,
-            next_unit: end + 1,
+            ([sentence(&mut rng), sentence(&mut rng)], Rows::Int8 { codes, scales: vec![0.01] })
         });
         block_on(store.write(batch)).expect("write");
         done = end;
