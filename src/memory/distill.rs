@@ -649,6 +649,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         // Indexed now, in unit order, as inserting them one by one did.
         self.index_lexical(usize::MAX);
         self.distill = DistillState::from_records(snapshot.distill);
+        // The forget's write dropped the kept lexical index; this one is what the next open would build, so it is
+        // kept in its place (a cache: if that write fails, the next open builds it).
+        self.lexical_save_due = self.quarantined.is_empty() && self.units.len() >= super::LEXICAL_SAVE_MIN;
+        let _ = self.save_lexical().await;
         Ok(())
     }
 
