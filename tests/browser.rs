@@ -279,6 +279,56 @@ fn simd_int8_dot_equals_the_portable_one() {
     assert_eq!(dot_i8_i16(&a, &b), dot_i8_i16_scalar(&a, &b));
 }
 
+/// Writes `units` pair units of a few words each (10 to a session, one-hot vectors) straight into `store`.
+async fn write_synthetic(store: &IdbStore, units: u32) {
+    use loci::embed::{DIM, MODEL_ID};
+    use loci::store::Rows;
+    let words = ["lake", "trail", "bread", "starter", "ridge", "boots", "oven", "flour", "marathon", "knee"];
+    let mut batch = WriteBatch {
+        meta: Some(Meta {
+            schema: SCHEMA_VERSION,
+            model: MODEL_ID.into(),
+            dim: DIM as u32,
+            unit_mode: UnitMode::Pair,
+            next_turn: 2 * units as u64 + 1,
+            next_unit: units + 1,
+        }),
+        ..Default::default()
+    };
+    for u in 0..units {
+        let session = format!("s{}", u / 10);
+        if u % 10 == 0 {
+            batch.sessions.push(Session {
+                id: session.clone(),
+                first_time: 1.6e12 + u as f64 * 1e6,
+                last_time: 1.6e12 + u as f64 * 1e6 + 20_000.0,
+                turn_count: 20,
+                title: None,
+            });
+        }
+        let ids = [2 * u as u64 + 1, 2 * u as u64 + 2];
+        for (i, &id) in ids.iter().enumerate() {
+            let w = |k: u32| words[((u * 7 + k * 3 + i as u32) % words.len() as u32) as usize];
+            batch.turns.push(Turn {
+                id,
+                session: session.clone(),
+                seq: (u % 10) * 2 + i as u32,
+                speaker: "Ana".into(),
+                text: format!("The {} and the {} near unit {u}", w(0), w(1)),
+                caption: None,
+                time: 1.6e12 + u as f64 * 1e6 + i as f64 * 1000.0,
+                ingested: 1.6e12,
+            });
+        }
+        let mut vector = vec![0.0f32; DIM];
+        vector[u as usize % DIM] = 1.0;
+        batch
+            .units
+            .push(StoredUnit { unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() }, vectors: Rows::F32(vector) });
+    }
+    store.write(batch).await.expect("write");
+}
+
 /// Open never embeds: a runtime that refuses to.
 struct NoModel;
 
@@ -297,65 +347,20 @@ impl loci::embed::Runtime for NoModel {
 /// drops it. `tests/lexical_native.rs` covers the rules; this covers the IndexedDB record and its sealing.
 #[wasm_bindgen_test]
 async fn a_kept_lexical_index_is_adopted_from_indexeddb() {
-    use loci::embed::{EmbedConfig, Embedder, DIM, MODEL_ID};
+    use loci::embed::{EmbedConfig, Embedder};
     use loci::memory::{Memory, MemoryConfig};
     use loci::store::seal::KeySource;
-    use loci::store::Rows;
     const UNITS: u32 = 1_500;
     let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
     let embedder = || {
         let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
         Embedder::new(tokenizer, NoModel, EmbedConfig::default()).unwrap()
     };
-    let words = ["lake", "trail", "bread", "starter", "ridge", "boots", "oven", "flour", "marathon", "knee"];
     for (name, key) in [("t-lexical", None), ("t-lexical-sealed", Some(KeySource::Passphrase("lexical".into())))] {
         let _ = IdbStore::delete(name).await;
         let open_store = || IdbStore::open_with(name, Default::default(), key.as_ref());
         let store = open_store().await.expect("open the store");
-        let mut batch = WriteBatch {
-            meta: Some(Meta {
-                schema: SCHEMA_VERSION,
-                model: MODEL_ID.into(),
-                dim: DIM as u32,
-                unit_mode: UnitMode::Pair,
-                next_turn: 2 * UNITS as u64 + 1,
-                next_unit: UNITS + 1,
-            }),
-            ..Default::default()
-        };
-        for u in 0..UNITS {
-            let session = format!("s{}", u / 10);
-            if u % 10 == 0 {
-                batch.sessions.push(Session {
-                    id: session.clone(),
-                    first_time: 1.6e12 + u as f64 * 1e6,
-                    last_time: 1.6e12 + u as f64 * 1e6 + 20_000.0,
-                    turn_count: 20,
-                    title: None,
-                });
-            }
-            let ids = [2 * u as u64 + 1, 2 * u as u64 + 2];
-            for (i, &id) in ids.iter().enumerate() {
-                let w = |k: u32| words[((u * 7 + k * 3 + i as u32) % words.len() as u32) as usize];
-                batch.turns.push(Turn {
-                    id,
-                    session: session.clone(),
-                    seq: (u % 10) * 2 + i as u32,
-                    speaker: "Ana".into(),
-                    text: format!("The {} and the {} near unit {u}", w(0), w(1)),
-                    caption: None,
-                    time: 1.6e12 + u as f64 * 1e6 + i as f64 * 1000.0,
-                    ingested: 1.6e12,
-                });
-            }
-            let mut vector = vec![0.0f32; DIM];
-            vector[u as usize % DIM] = 1.0;
-            batch.units.push(StoredUnit {
-                unit: Unit { id: u + 1, session, turn_ids: ids.to_vec() },
-                vectors: Rows::F32(vector),
-            });
-        }
-        store.write(batch).await.expect("write");
+        write_synthetic(&store, UNITS).await;
 
         let mut memory = Memory::open(store, embedder(), MemoryConfig::default()).await.expect("first open");
         assert_eq!(memory.index_lexical(0), UNITS as usize, "nothing kept yet: everything to index");
@@ -380,4 +385,65 @@ async fn a_kept_lexical_index_is_adopted_from_indexeddb() {
         memory.into_store().close();
         IdbStore::delete(name).await.expect("delete");
     }
+}
+
+/// Through the JS API: the open that builds the lexical index keeps it once it has said `indexed` (one write of the
+/// record), and the open after it adopts it (no write) and recalls as before.
+#[wasm_bindgen_test]
+async fn the_page_keeps_the_lexical_index_it_built() {
+    use loci::index::Bm25Index;
+    const UNITS: u32 = 1_200;
+    delete("t-lexical-page").await;
+    let store = IdbStore::open("t-lexical-page").await.expect("open the store");
+    write_synthetic(&store, UNITS).await;
+    store.close();
+    let indexed = |tag: &'static str| async move {
+        for _ in 0..200 {
+            let phases = js_sys::JSON::stringify(&get(&js_sys::global(), tag)).unwrap().as_string().unwrap();
+            if phases.contains("indexed") {
+                return;
+            }
+            let tick = js_sys::Promise::new(&mut |ok, _| {
+                web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&ok, 25).unwrap();
+            });
+            wasm_bindgen_futures::JsFuture::from(tick).await.unwrap();
+        }
+        panic!("no `indexed` phase");
+    };
+    // Counts the writes of the kept index (`put` into `meta` under the key "lexical").
+    js_sys::Function::new_no_args(
+        r#"if (globalThis.__lexicalPuts !== undefined) return;
+        globalThis.__lexicalPuts = 0;
+        const put = IDBObjectStore.prototype.put;
+        IDBObjectStore.prototype.put = function (value, key) {
+          if (this.name === "meta" && key === "lexical") globalThis.__lexicalPuts++;
+          return put.apply(this, arguments);
+        };"#,
+    )
+    .call0(&wasm_bindgen::JsValue::NULL)
+    .expect("install the counter");
+    let puts = || get(&js_sys::global(), "__lexicalPuts").as_f64().unwrap();
+    let mut kept = Vec::new();
+    let mut answers = Vec::new();
+    let mut writes = Vec::new();
+    for tag in ["__lexical_first", "__lexical_second"] {
+        let options = open_options("t-lexical-page", "wasm", "");
+        let record = js_sys::Function::new_with_args("e", &format!("(globalThis.{tag} ||= []).push(e.phase)"));
+        js_sys::Reflect::set(&options, &"onProgress".into(), &record).unwrap();
+        let m = open_with(options).await.expect("open");
+        indexed(tag).await;
+        let r = wait(m.recall("Which trail near the ridge?".into(), js(r#"{"k": 3, "method": "bm25"}"#))).await;
+        answers.push(js_sys::JSON::stringify(&get(&r.expect("recall"), "sessions")).unwrap().as_string().unwrap());
+        wait(m.close()).await.unwrap(); // after the keeping write, which holds the memory's lock
+        writes.push(puts());
+        let store = IdbStore::open("t-lexical-page").await.expect("reopen the store");
+        kept.push(store.load_lexical().await.expect("read").expect("the index was kept"));
+        store.close();
+    }
+    let (index, _) = Bm25Index::from_bytes(kept[0].clone()).expect("a well-formed index");
+    assert_eq!(index.len(), UNITS as usize);
+    assert_eq!(writes, vec![1.0, 1.0], "the first open kept the index; the second adopted it and wrote nothing");
+    assert_eq!(kept[0], kept[1]);
+    assert_eq!(answers[0], answers[1], "recall over the adopted index answers as over the built one");
+    delete("t-lexical-page").await;
 }
