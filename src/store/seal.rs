@@ -154,15 +154,24 @@ fn gcm_params(iv: &[u8], aad: &[u8]) -> Object {
 }
 
 async fn gcm_encrypt(key: &CryptoKey, iv: &[u8], aad: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
-    Ok(gcm_encrypt_js(key, iv, aad, &Uint8Array::from(plain)).await?.to_vec())
+    Ok(gcm_encrypt_js(key, iv, aad, Plain::Wasm(plain)).await?.to_vec())
 }
 
-/// [`gcm_encrypt`] of a JS array, into one: a large record never enters the wasm heap, which keeps its high-water
-/// mark.
-async fn gcm_encrypt_js(key: &CryptoKey, iv: &[u8], aad: &[u8], plain: &Uint8Array) -> Result<Uint8Array> {
-    let out = resolve(subtle()?.encrypt_with_object_and_js_u8_array(&gcm_params(iv, aad), key, plain))
-        .await
-        .map_err(|e| crypto_failed("encrypting a record", e))?;
+/// What a record is sealed from: bytes in the wasm heap (WebCrypto reads them through a view and copies them
+/// itself), or a JS array (a large record that never entered the heap, which keeps its high-water mark).
+enum Plain<'a> {
+    Wasm(&'a [u8]),
+    Js(&'a Uint8Array),
+}
+
+/// [`gcm_encrypt`] into a JS array: the ciphertext does not pass through the wasm heap.
+async fn gcm_encrypt_js(key: &CryptoKey, iv: &[u8], aad: &[u8], plain: Plain<'_>) -> Result<Uint8Array> {
+    let (subtle, params) = (subtle()?, gcm_params(iv, aad));
+    let promise = match plain {
+        Plain::Wasm(bytes) => subtle.encrypt_with_object_and_u8_array(&params, key, bytes),
+        Plain::Js(array) => subtle.encrypt_with_object_and_js_u8_array(&params, key, array),
+    };
+    let out = resolve(promise).await.map_err(|e| crypto_failed("encrypting a record", e))?;
     Ok(Uint8Array::new(&out))
 }
 
@@ -342,11 +351,15 @@ impl Sealer {
 
     /// `plain` sealed for slot (`store`, `key`): IV ‖ ciphertext ‖ tag.
     pub async fn seal(&self, store: &str, key: &str, plain: &[u8]) -> Result<Uint8Array> {
-        self.seal_js(store, key, &Uint8Array::from(plain)).await
+        self.seal_plain(store, key, Plain::Wasm(plain)).await
     }
 
     /// [`seal`](Self::seal) of a JS array: neither the plaintext nor the ciphertext enters the wasm heap.
     pub async fn seal_js(&self, store: &str, key: &str, plain: &Uint8Array) -> Result<Uint8Array> {
+        self.seal_plain(store, key, Plain::Js(plain)).await
+    }
+
+    async fn seal_plain(&self, store: &str, key: &str, plain: Plain<'_>) -> Result<Uint8Array> {
         let iv = random_bytes(IV_BYTES)?;
         let sealed = gcm_encrypt_js(&self.aes, &iv, &Self::aad(store, key), plain).await?;
         let out = Uint8Array::new_with_length(IV_BYTES as u32 + sealed.length());
