@@ -336,3 +336,59 @@ fn hybrid_cost_at_100k_units() {
         );
     }
 }
+
+/// What a recall costs after its query embedding, over the bench's synthetic memory (`LOCI_RECALL_UNITS` pair units,
+/// default 100,000; the questions of `bench/profile-recall.mjs`): a model stand-in embeds in microseconds, so the
+/// time is loci's own (lexical scoring, dense scan, ranking, rendering). Prints ms per recall and a digest of the
+/// rankings, so that a change meant to be faster can be checked to rank the same. Deterministic enough to compare
+/// under `valgrind --tool=callgrind` (instructions, not seconds):
+/// `cargo test --release --test recall_native -- --ignored --nocapture recall_cost`.
+#[test]
+#[ignore]
+fn recall_cost_over_the_bench_memory() {
+    use common::synthetic::{populate, HashModel};
+    use loci::embed::{default_model_dir, EmbedConfig, Embedder};
+    use loci::text::WordPiece;
+    let units: u32 = std::env::var("LOCI_RECALL_UNITS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let tokenizer = std::fs::read_to_string(default_model_dir().join("tokenizer.json")).expect("tokenizer.json");
+    let embedder =
+        Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).unwrap(), HashModel, EmbedConfig::default()).unwrap();
+    let store = MemStore::new();
+    populate(&store, units);
+    let mut memory = block_on(Memory::open(store, embedder, MemoryConfig::default())).expect("open");
+    memory.index_lexical(usize::MAX);
+    let words = "my sister brother went bought cooked visited finished marathon knee physio doctor exam project \
+                 deadline Lisbon Berlin Tokyo lake beach museum guitar lesson painting yesterday summer winter";
+    let words: Vec<&str> = words.split_whitespace().collect();
+    let at = |i: usize| words[i % words.len()];
+    let questions: Vec<String> =
+        (0..60).map(|i| format!("Did {} {} the {} {}?", at(i), at(i * 7), at(i * 13), at(i * 5))).collect();
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    let mut times = Vec::new();
+    for round in 0..2 {
+        for q in &questions {
+            let started = std::time::Instant::now();
+            let r = block_on(memory.recall(q, RecallOptions::default())).unwrap();
+            times.push(started.elapsed().as_secs_f64() * 1e3);
+            if round == 1 {
+                use std::hash::Hash;
+                for s in &r.sessions {
+                    s.id.hash(&mut digest);
+                    s.score.to_bits().hash(&mut digest);
+                    s.units.iter().for_each(|u| (u.id, u.score.to_bits()).hash(&mut digest));
+                }
+                r.context.hash(&mut digest);
+            }
+        }
+    }
+    let mut measured = times.split_off(questions.len());
+    measured.sort_by(f64::total_cmp);
+    use std::hash::Hasher;
+    eprintln!(
+        "{units} units: recall after the embedding p50 {:.2} ms (p10 {:.2}, p90 {:.2}); rankings digest {:016x}",
+        measured[measured.len() / 2],
+        measured[measured.len() / 10],
+        measured[measured.len() * 9 / 10],
+        digest.finish()
+    );
+}

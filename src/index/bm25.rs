@@ -98,6 +98,14 @@ impl Iterator for PostingIter<'_> {
             }
             (self.bytes, self.then, self.at) = (self.then, &[], 0);
         }
+        // Most postings are a one-byte gap and a one-byte frequency: both read at once.
+        if let Some(&[gap, tf]) = self.bytes.get(self.at..self.at + 2) {
+            if (gap | tf) < 0x80 {
+                self.at += 2;
+                self.doc += gap as u32;
+                return Some((self.doc, tf as u16));
+            }
+        }
         self.doc += get_varint(self.bytes, &mut self.at);
         let tf = get_varint(self.bytes, &mut self.at);
         Some((self.doc, tf as u16))
@@ -169,6 +177,21 @@ pub struct Bm25Index {
     words: Vocab,
     /// A unit's term ids while it is indexed (reused: no allocation per unit).
     scratch_ids: Vec<u32>,
+    /// What scoring derives from the documents alone, computed at the first query after a change (see
+    /// [`Scoring`]); any insert, removal or session renumbering empties it.
+    scoring: std::cell::OnceCell<Scoring>,
+}
+
+/// Per-document and per-session figures every query's scoring would otherwise recompute: at 100,000 units a
+/// query reads each document's length once per posting (hundreds of thousands of postings when its terms are
+/// common) and sums every session's length. Computed by the same expressions as before, so scores are unchanged
+/// to the bit.
+#[derive(Debug, Clone, Default)]
+struct Scoring {
+    /// Per document: BM25's length normalisation `k1 · (1 − b + b · len / avgdl)`.
+    norms: Vec<f32>,
+    /// Per session number (up to the highest held): the summed length of its documents, in document order.
+    session_len: Vec<f32>,
 }
 
 /// Each unit's document number, by unit id: ids are issued one after another, so an array indexed by id is a
@@ -308,6 +331,7 @@ impl Bm25Index {
             i += run;
         }
         self.scratch_ids = ids;
+        self.scoring.take();
         self.total_len += len as u64;
         self.doc_of_unit.insert(unit, d);
         self.docs.push(Doc { unit, session, len });
@@ -319,6 +343,7 @@ impl Bm25Index {
             return;
         };
         let doc = self.docs.swap_remove(d as usize);
+        self.scoring.take();
         self.total_len -= doc.len as u64;
         let moved = self.docs.len() as u32; // the old number of the document now at `d`
                                             // Every posting list is scanned (documents keep no term list of their own): one pass over the postings,
@@ -415,6 +440,28 @@ impl Bm25Index {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
+    /// The figures scoring reads ([`Scoring`]), computed once after a change.
+    fn scoring(&self) -> &Scoring {
+        self.scoring.get_or_init(|| {
+            let avgdl = (self.total_len as f32 / self.docs.len().max(1) as f32).max(1.0);
+            let norms = self.docs.iter().map(|d| K1 * (1.0 - B + B * d.len as f32 / avgdl)).collect();
+            let sessions = self.docs.iter().map(|d| d.session as usize + 1).max().unwrap_or(0);
+            let mut session_len = vec![0.0f32; sessions];
+            for d in &self.docs {
+                session_len[d.session as usize] += d.len as f32;
+            }
+            Scoring { norms, session_len }
+        })
+    }
+
+    /// Adds `weight` × the BM25 of `term` to every document holding it (`out` by document number).
+    fn add_term_scores(&self, term: u32, weight: f32, norms: &[f32], out: &mut [f32]) {
+        for (d, tf) in self.postings[term as usize].iter(&self.arena) {
+            let tf = tf as f32;
+            out[d as usize] += weight * tf * (K1 + 1.0) / (tf + norms[d as usize]);
+        }
+    }
+
     /// BM25 score of every document into `out` (cleared first; indexed by document number). A query term counts
     /// once per occurrence in the query. Allocates nothing once `out` has grown to the index size.
     pub fn scores_into(&self, query: &Query, out: &mut Vec<f32>) {
@@ -423,14 +470,9 @@ impl Bm25Index {
         if self.docs.is_empty() {
             return;
         }
-        let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
+        let norms = &self.scoring().norms;
         for &(t, qtf) in &query.terms {
-            let w = self.idf(t) * qtf as f32;
-            for (d, tf) in self.postings[t as usize].iter(&self.arena) {
-                let tf = tf as f32;
-                let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
-                out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
-            }
+            self.add_term_scores(t, self.idf(t) * qtf as f32, norms, out);
         }
     }
 }
@@ -453,14 +495,9 @@ impl Bm25Index {
         if self.docs.is_empty() || out.len() < self.docs.len() {
             return;
         }
-        let avgdl = (self.total_len as f32 / self.docs.len() as f32).max(1.0);
+        let norms = &self.scoring().norms;
         for &(t, qw) in terms {
-            let w = self.idf(t) * qw;
-            for (d, tf) in self.postings[t as usize].iter(&self.arena) {
-                let tf = tf as f32;
-                let norm = K1 * (1.0 - B + B * self.docs[d as usize].len as f32 / avgdl);
-                out[d as usize] += w * tf * (K1 + 1.0) / (tf + norm);
-            }
+            self.add_term_scores(t, self.idf(t) * qw, norms, out);
         }
     }
 
@@ -553,11 +590,11 @@ impl Bm25Index {
         out.clear();
         out.resize(sessions, 0.0);
         scratch.clear();
-        scratch.resize(2 * sessions, 0.0);
-        let (len, tf) = scratch.split_at_mut(sessions);
-        for d in self.docs.iter().filter(|d| (d.session as usize) < sessions) {
-            len[d.session as usize] += d.len as f32;
-        }
+        scratch.resize(sessions, 0.0);
+        let tf = &mut scratch[..];
+        // Sessions past the highest one held have no length (and no postings).
+        let len = &self.scoring().session_len;
+        let len = &len[..sessions.min(len.len())];
         let present = len.iter().filter(|&&l| l > 0.0).count();
         if present == 0 {
             return;
@@ -856,6 +893,7 @@ impl Bm25Index {
     /// Numbers each document's session: `session_of(unit)`.
     pub fn set_sessions(&mut self, mut session_of: impl FnMut(u32) -> u32) {
         self.docs.iter_mut().for_each(|d| d.session = session_of(d.unit));
+        self.scoring.take();
     }
 }
 
@@ -1120,6 +1158,48 @@ mod tests {
         assert_eq!(out.len(), 1, "sessions beyond the count are left out");
         Bm25Index::new().session_scores_into(&ix.query("cat"), 3, &mut scratch, &mut out);
         assert_eq!(out, vec![0.0; 3]);
+    }
+
+    /// Scoring reads lengths computed at the first query after a change ([`Scoring`]); every later insert,
+    /// removal and session renumbering must be seen by the next query, exactly as a fresh index scores.
+    #[test]
+    fn the_scoring_cache_follows_every_change() {
+        let texts = ["cat sat on the mat", "a dog chased the cat and the cat ran", "stock markets fell", "cat"];
+        let fresh = |units: &[(u32, u32, &str)]| {
+            let mut f = Bm25Index::new();
+            units.iter().for_each(|&(u, s, t)| f.insert(u, s, t));
+            f
+        };
+        let same = |ix: &Bm25Index, f: &Bm25Index, q: &str| {
+            let (mut a, mut b, mut sa, mut sb, mut scratch) = (vec![], vec![], vec![], vec![], vec![]);
+            ix.scores_into(&ix.query(q), &mut a);
+            f.scores_into(&f.query(q), &mut b);
+            for d in 0..f.len() {
+                assert_eq!(a[ix.doc_of(f.unit(d)).unwrap()].to_bits(), b[d].to_bits(), "{q:?}, unit {}", f.unit(d));
+            }
+            ix.session_scores_into(&ix.query(q), 3, &mut scratch, &mut sa);
+            f.session_scores_into(&f.query(q), 3, &mut scratch, &mut sb);
+            assert_eq!(
+                sa.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                sb.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
+        };
+        let mut ix = Bm25Index::new();
+        let mut held = Vec::new();
+        for (u, t) in texts.iter().enumerate() {
+            ix.insert(u as u32, u as u32 % 2, t);
+            held.push((u as u32, u as u32 % 2, *t));
+            same(&ix, &fresh(&held), "cat market");
+        }
+        ix.remove(1);
+        held.retain(|h| h.0 != 1);
+        same(&ix, &fresh(&held), "cat market");
+        ix.set_sessions(|u| if u == 3 { 2 } else { 0 });
+        held.iter_mut().for_each(|h| h.1 = if h.0 == 3 { 2 } else { 0 });
+        same(&ix, &fresh(&held), "cat");
+        ix.insert(0, 0, "markets");
+        held[0].2 = "markets";
+        same(&ix, &fresh(&held), "cat market");
     }
 
     #[test]

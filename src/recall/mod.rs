@@ -150,6 +150,8 @@ pub struct Scratch {
     session_scratch: Vec<f32>,
     /// Per row: its lexical document number (`u32::MAX` when none), looked up once per ranking.
     row_doc: Vec<u32>,
+    /// Per session: its place among the ranked sessions (`u32::MAX` when not ranked), for collecting their rows.
+    slot: Vec<u32>,
 }
 
 /// Ranks sessions by `method`; returns the top `k`, each with up to `rows_per_session` best rows. Sessions without
@@ -248,7 +250,8 @@ fn decayed_sum(top: &[f32], decay: f32) -> f32 {
 pub fn hybrid(ev: &Evidence, out: &mut Vec<f32>) {
     let mut row_doc = Vec::new();
     row_docs(ev, &mut row_doc);
-    mix(ev, &row_doc, ev.lexical_scores, out);
+    let dense_range = min_max(ev.dense.iter().copied());
+    mix(ev, dense_range, &row_doc, ev.lexical_scores, out, None);
 }
 
 /// The lexical document of each row (`u32::MAX` when the unit is not indexed).
@@ -257,15 +260,26 @@ fn row_docs(ev: &Evidence, out: &mut Vec<u32>) {
     out.extend(ev.row_unit.iter().map(|&u| ev.lexical.doc_of(u).map_or(u32::MAX, |d| d as u32)));
 }
 
-/// [`hybrid`] over the given lexical scores (by document number).
-fn mix(ev: &Evidence, row_doc: &[u32], lexical: &[f32], out: &mut Vec<f32>) {
+/// [`hybrid`] over the given lexical scores (by document number), the dense scores spanning `(dmin, dmax)`. With
+/// `best`, also keeps the best rows seen (as [`insert_best`]) in the same pass over the rows.
+fn mix(
+    ev: &Evidence,
+    (dmin, dmax): (f32, f32),
+    row_doc: &[u32],
+    lexical: &[f32],
+    out: &mut Vec<f32>,
+    mut best: Option<&mut [(u32, f32)]>,
+) {
     out.clear();
-    let (dmin, dmax) = min_max(ev.dense.iter().copied());
     let (_, lmax) = min_max(lexical.iter().copied());
     let w = HYBRID_DENSE_WEIGHT;
-    out.extend(ev.dense.iter().zip(row_doc).map(|(&d, &doc)| {
+    out.extend(ev.dense.iter().zip(row_doc).enumerate().map(|(r, (&d, &doc))| {
         let l = lexical.get(doc as usize).copied().unwrap_or(0.0);
-        w * scale(d, dmin, dmax) + (1.0 - w) * scale(l, 0.0, lmax)
+        let x = w * scale(d, dmin, dmax) + (1.0 - w) * scale(l, 0.0, lmax);
+        if let Some(best) = best.as_deref_mut() {
+            insert_best(best, r as u32, x);
+        }
+        x
     }));
 }
 
@@ -278,20 +292,20 @@ fn mix(ev: &Evidence, row_doc: &[u32], lexical: &[f32], out: &mut Vec<f32>) {
 /// allocated once the scratch buffers have grown.
 fn feedback(ev: &Evidence, sc: &mut Scratch) {
     row_docs(ev, &mut sc.row_doc);
-    mix(ev, &sc.row_doc, ev.lexical_scores, &mut sc.row);
-    if ev.lexical.is_empty() || ev.lexical_scores.len() != ev.lexical.len() {
-        return;
-    }
+    let dense_range = min_max(ev.dense.iter().copied());
     // In a small memory the best units are a large, unfocused share of it: feedback reads at most 1 unit in
     // [`FEEDBACK_SHARE`], so a memory of fewer units has none.
-    let units = FEEDBACK_UNITS.min(ev.lexical.len() / FEEDBACK_SHARE);
-    if units == 0 {
-        return;
-    }
+    let units = if ev.lexical.is_empty() || ev.lexical_scores.len() != ev.lexical.len() {
+        0
+    } else {
+        FEEDBACK_UNITS.min(ev.lexical.len() / FEEDBACK_SHARE)
+    };
     sc.best.clear();
     sc.best.resize(units, (u32::MAX, f32::NEG_INFINITY));
-    for (r, &x) in sc.row.iter().enumerate() {
-        insert_best(&mut sc.best, r as u32, x);
+    let best = (units > 0).then_some(&mut sc.best[..]);
+    mix(ev, dense_range, &sc.row_doc, ev.lexical_scores, &mut sc.row, best);
+    if units == 0 {
+        return;
     }
     let top = sc.best[0].1;
     if top.is_nan() || top <= 0.0 {
@@ -317,7 +331,7 @@ fn feedback(ev: &Evidence, sc: &mut Scratch) {
     sc.lexical.clear();
     sc.lexical.extend_from_slice(ev.lexical_scores);
     ev.lexical.add_weighted_scores(&sc.terms, &mut sc.lexical);
-    mix(ev, &sc.row_doc, &sc.lexical, &mut sc.row);
+    mix(ev, dense_range, &sc.row_doc, &sc.lexical, &mut sc.row, None);
 }
 
 /// Keeps `best` (best first, fixed length) as the best (row, score) pairs seen; ties keep the earlier row.
@@ -445,8 +459,13 @@ fn top_sessions(sc: &mut Scratch, ev: &Evidence, k: usize, rows_per_session: usi
         .map(|&s| SessionScore { session: s, score: sc.session[s as usize], best_rows: Vec::new() })
         .collect();
     let per = rows_per_session.max(1);
+    sc.slot.clear();
+    sc.slot.resize(ev.sessions, u32::MAX);
+    for (i, o) in out.iter().enumerate() {
+        sc.slot[o.session as usize] = i as u32;
+    }
     for (r, (&s, &score)) in ev.row_session.iter().zip(&sc.row).enumerate() {
-        if let Some(o) = out.iter_mut().find(|o| o.session == s) {
+        if let Some(o) = sc.slot.get(s as usize).and_then(|&i| out.get_mut(i as usize)) {
             if o.best_rows.len() < per {
                 o.best_rows.push((r, score));
             } else if score > o.best_rows[per - 1].1 {
