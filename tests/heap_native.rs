@@ -9,11 +9,9 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use common::synthetic::{populate, NoModel};
-use loci::embed::{default_model_dir, EmbedConfig, Embedder};
+use common::synthetic::{embedder_over, populate, NoModel};
 use loci::memory::{Memory, MemoryConfig};
 use loci::store::MemStore;
-use loci::text::WordPiece;
 use pollster::block_on;
 
 /// The system allocator, counting live bytes and their high-water mark.
@@ -53,11 +51,7 @@ const MB: f64 = 1024.0 * 1024.0;
 fn open_of_a_large_memory_stays_within_its_heap_budget() {
     let default_units = 100_000;
     let units: u32 = std::env::var("LOCI_HEAP_UNITS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_units);
-    let tokenizer =
-        std::fs::read_to_string(default_model_dir().join("tokenizer.json")).expect("tokenizer.json (npm run setup)");
-    let embedder =
-        Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).expect("tokenizer"), NoModel, EmbedConfig::default())
-            .expect("embedder");
+    let embedder = embedder_over(NoModel);
     let store = MemStore::new();
     populate(&store, units);
 

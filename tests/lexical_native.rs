@@ -5,21 +5,15 @@
 
 mod common;
 
-use common::synthetic::{populate, populate_range, NoModel};
-use loci::embed::{default_model_dir, EmbedConfig, Embedder};
+use common::synthetic::{embedder_over, populate, populate_range, NoModel};
 use loci::index::Bm25Index;
 use loci::memory::{Memory, MemoryConfig};
 use loci::store::{MemStore, Store, WriteBatch};
-use loci::text::WordPiece;
 use loci::types::Unit;
 use pollster::block_on;
 
 fn open(store: &MemStore) -> Memory<MemStore, NoModel> {
-    let tokenizer =
-        std::fs::read_to_string(default_model_dir().join("tokenizer.json")).expect("tokenizer.json (npm run setup)");
-    let embedder =
-        Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).expect("tokenizer"), NoModel, EmbedConfig::default())
-            .expect("embedder");
+    let embedder = embedder_over(NoModel);
     block_on(Memory::open(store.clone(), embedder, MemoryConfig::default())).expect("open")
 }
 

@@ -346,13 +346,9 @@ fn hybrid_cost_at_100k_units() {
 #[test]
 #[ignore]
 fn recall_cost_over_the_bench_memory() {
-    use common::synthetic::{populate, HashModel};
-    use loci::embed::{default_model_dir, EmbedConfig, Embedder};
-    use loci::text::WordPiece;
+    use common::synthetic::{embedder_over, populate, HashModel};
     let units: u32 = std::env::var("LOCI_RECALL_UNITS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    let tokenizer = std::fs::read_to_string(default_model_dir().join("tokenizer.json")).expect("tokenizer.json");
-    let embedder =
-        Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).unwrap(), HashModel, EmbedConfig::default()).unwrap();
+    let embedder = embedder_over(HashModel);
     let store = MemStore::new();
     populate(&store, units);
     let mut memory = block_on(Memory::open(store, embedder, MemoryConfig::default())).expect("open");

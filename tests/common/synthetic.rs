@@ -2,8 +2,9 @@
 //! int8 vectors), written straight into a store: for tests of opening large memories, which never embed.
 
 use async_trait::async_trait;
-use loci::embed::{Batch, Device, Runtime, DIM};
+use loci::embed::{default_model_dir, Batch, Device, EmbedConfig, Embedder, Runtime, DIM};
 use loci::store::{synthetic_batch, MemStore, Rows, Store};
+use loci::text::WordPiece;
 use pollster::block_on;
 
 use super::Rng;
@@ -75,4 +76,12 @@ impl Runtime for HashModel {
     fn device(&self) -> Device {
         Device::Cpu
     }
+}
+
+/// The real tokenizer over `runtime` (a stand-in for the model: [`NoModel`], [`HashModel`]).
+pub fn embedder_over<R: Runtime>(runtime: R) -> Embedder<R> {
+    let tokenizer =
+        std::fs::read_to_string(default_model_dir().join("tokenizer.json")).expect("tokenizer.json (npm run setup)");
+    Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).expect("tokenizer"), runtime, EmbedConfig::default())
+        .expect("embedder")
 }
