@@ -190,7 +190,6 @@ pub struct Memory<S: Store, R: Runtime> {
     scratch: Vec<f32>,
     lexical_scratch: Vec<f32>,
     rank_scratch: recall::Scratch,
-    soft_vocab: Option<(usize, Vec<Vec<f32>>)>,
     /// Records that did not decode at the last load.
     quarantined: Vec<crate::store::Quarantined>,
 }
@@ -263,7 +262,6 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             scratch: Vec::new(),
             lexical_scratch: Vec::new(),
             rank_scratch: recall::Scratch::default(),
-            soft_vocab: None,
             distill: Default::default(),
             distill_epoch: 0,
             quarantined: snapshot.quarantined,
@@ -775,28 +773,6 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.lexical_scratch.clear();
         if options.method.uses_lexical() {
             self.lexical.scores_into(&self.lexical.query(query), &mut self.lexical_scratch);
-            if let Ok(path) = std::env::var("LOCI_HINTS") {
-                let w = std::env::var("LOCI_HINT_W").ok().and_then(|v| v.parse::<f32>().ok()).unwrap_or(0.5);
-                let per = std::env::var("LOCI_HINT_PER").is_ok();
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let hint = text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                    .find(|v| v["question"].as_str() == Some(query))
-                    .map(|v| v["words"].as_array().into_iter().flatten().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", "));
-                if let Some(hint) = hint {
-                    let q = self.lexical.query(query);
-                    let qw = q.terms().iter().map(|t| t.1 as f32).sum::<f32>().max(1.0);
-                    let hq = self.lexical.query(&hint);
-                    let extra: Vec<(u32, u16)> = hq.terms().iter().copied().filter(|t| q.terms().iter().all(|x| x.0 != t.0)).collect();
-                    let total: f32 = extra.iter().map(|t| t.1 as f32).sum::<f32>().max(1.0);
-                    let terms: Vec<(u32, f32)> = extra.iter().map(|&(t, c)| (t, if per { w * c as f32 } else { w * qw * c as f32 / total })).collect();
-                    self.lexical.add_weighted_scores(&terms, &mut self.lexical_scratch);
-                }
-            }
-            if let Ok(w) = std::env::var("LOCI_SOFT").map(|v| v.parse::<f32>().unwrap_or(0.0)) {
-                if w > 0.0 && options.method == RecallMethod::Hybrid {
-                    self.soft_expand(query, w).await?;
-                }
-            }
         }
         let (units, turns, lexical) = (&self.units, &self.turns, &self.lexical);
         let unit_terms = |id: u32| match units.get(&id) {
@@ -815,47 +791,6 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             unit_terms: Some(recall::UnitTerms(&unit_terms)),
         };
         Ok(recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch))
-    }
-
-    async fn soft_expand(&mut self, query: &str, w: f32) -> Result<()> {
-        let env = |k: &str, d: f32| std::env::var(k).ok().and_then(|v| v.parse::<f32>().ok()).unwrap_or(d);
-        let (m, tau, maxshare) = (env("LOCI_SOFT_M", 3.0) as usize, env("LOCI_SOFT_T", 0.6), env("LOCI_SOFT_DF", 0.05));
-        let words = if std::env::var("LOCI_SOFT_STEM").is_ok() { self.lexical.vocabulary() } else {
-            let texts: Vec<String> = self.turns.iter().map(|t| format!("{} {}", t.text, t.caption.unwrap_or(""))).collect();
-            self.lexical.surface_forms(texts.iter().map(String::as_str))
-        };
-        if self.soft_vocab.as_ref().map_or(true, |v| v.0 != words.len()) {
-            let texts: Vec<&str> = words.iter().map(String::as_str).collect();
-            let mut vecs = Vec::with_capacity(texts.len());
-            for chunk in texts.chunks(64) {
-                for v in self.embedder.embed(chunk).await? {
-                    vecs.push(v.vector);
-                }
-            }
-            eprintln!("SOFTVOCAB {}", words.len());
-            self.soft_vocab = Some((words.len(), vecs));
-        }
-        let vecs = &self.soft_vocab.as_ref().unwrap().1;
-        let n = self.lexical.len() as f32;
-        let mut terms: Vec<(u32, f32)> = Vec::new();
-        let q = self.lexical.query(query);
-        for &(t, qtf) in q.terms() {
-            if self.lexical.df(t) as f32 > maxshare * n { continue; }
-            let tv = &vecs[t as usize];
-            let mut sims: Vec<(u32, f32)> = vecs.iter().enumerate()
-                .filter(|(v, _)| *v as u32 != t && q.terms().iter().all(|x| x.0 != *v as u32))
-                .map(|(v, x)| (v as u32, x.iter().zip(tv).map(|(a, b)| a * b).sum::<f32>()))
-                .filter(|&(v, c)| c >= tau && self.lexical.df(v) >= 1)
-                .collect();
-            sims.sort_by(|a, b| b.1.total_cmp(&a.1));
-            sims.truncate(m);
-            if std::env::var("LOCI_SOFT_SHOW").is_ok() {
-                eprintln!("{query} | {} -> {:?}", words[t as usize], sims.iter().map(|s| (words[s.0 as usize].clone(), s.1)).collect::<Vec<_>>());
-            }
-            for (v, c) in sims { terms.push((v, w * c * qtf as f32)); }
-        }
-        self.lexical.add_weighted_scores(&terms, &mut self.lexical_scratch);
-        Ok(())
     }
 
     /// Ranked sessions with their best units, and their text as the context.

@@ -389,31 +389,6 @@ impl Bm25Index {
         self.docs[doc].len
     }
 
-    /// Experiment: term strings by id.
-    pub fn vocabulary(&self) -> Vec<String> {
-        let mut out = vec![String::new(); self.vocab.len()];
-        for (t, &id) in &self.vocab { out[id as usize] = t.clone(); }
-        out
-    }
-
-    /// Experiment: each term's most frequent surface form in `texts`.
-    pub fn surface_forms<'a>(&self, texts: impl Iterator<Item = &'a str>) -> Vec<String> {
-        let mut counts: Vec<FxHashMap<String, u32>> = vec![FxHashMap::default(); self.vocab.len()];
-        let (mut lower, mut stemmed) = (String::new(), String::new());
-        for text in texts {
-            for_each_word(text, |w| {
-                lowercase_into(w, &mut lower);
-                if is_stopword(&lower) { return; }
-                stem_into(&lower, &mut stemmed);
-                if let Some(&id) = self.vocab.get(stemmed.as_str()) {
-                    *counts[id as usize].entry(lower.clone()).or_default() += 1;
-                }
-            });
-        }
-        let words = self.vocabulary();
-        counts.into_iter().zip(words).map(|(c, w)| c.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map(|x| x.0).unwrap_or(w)).collect()
-    }
-
     /// Number of documents holding `term`.
     pub fn df(&self, term: u32) -> usize {
         self.postings[term as usize].len()
@@ -614,12 +589,6 @@ impl Bm25Index {
     pub fn session_scores_into(&self, query: &Query, sessions: usize, scratch: &mut Vec<f32>, out: &mut Vec<f32>) {
         out.clear();
         out.resize(sessions, 0.0);
-        let terms: Vec<(u32, f32)> = query.terms.iter().map(|&(t, c)| (t, c as f32)).collect();
-        self.session_scores_add(&terms, sessions, scratch, out);
-    }
-
-    /// Experiment: weighted terms added into `out`.
-    pub fn session_scores_add(&self, terms: &[(u32, f32)], sessions: usize, scratch: &mut Vec<f32>, out: &mut Vec<f32>) {
         scratch.clear();
         scratch.resize(sessions, 0.0);
         let tf = &mut scratch[..];
@@ -632,7 +601,7 @@ impl Bm25Index {
         }
         let n = present as f32;
         let avg = (len.iter().sum::<f32>() / n).max(1.0);
-        for &(t, qtf) in terms {
+        for &(t, qtf) in &query.terms {
             tf.iter_mut().for_each(|x| *x = 0.0);
             for (d, f) in self.postings[t as usize].iter(&self.arena) {
                 let s = self.docs[d as usize].session as usize;

@@ -291,7 +291,6 @@ fn mix(
 /// is what multi-session questions need. One more BM25 pass over the postings of the added terms; nothing
 /// allocated once the scratch buffers have grown.
 fn feedback(ev: &Evidence, sc: &mut Scratch) {
-    sc.terms.clear();
     row_docs(ev, &mut sc.row_doc);
     let dense_range = min_max(ev.dense.iter().copied());
     // In a small memory the best units are a large, unfocused share of it: feedback reads at most 1 unit in
@@ -358,10 +357,6 @@ fn session_evidence(ev: &Evidence, sc: &mut Scratch) {
     if !ev.lexical.is_empty() && !ev.query.is_empty() {
         let query = ev.lexical.query(ev.query);
         ev.lexical.session_scores_into(&query, n, &mut sc.session_scratch, &mut sc.session_lexical);
-        if let Some(x) = std::env::var("LOCI_SFB").ok().and_then(|v| v.parse::<f32>().ok()) {
-            let t: Vec<(u32, f32)> = sc.terms.iter().map(|&(t, w)| (t, w * x)).collect();
-            ev.lexical.session_scores_add(&t, n, &mut sc.session_scratch, &mut sc.session_lexical);
-        }
         let (_, max) = min_max(sc.session_lexical.iter().copied());
         for ((x, &c), &l) in sc.session.iter_mut().zip(&sc.count).zip(&sc.session_lexical) {
             if c > 0 {
