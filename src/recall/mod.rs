@@ -208,19 +208,6 @@ pub fn rank(
     }
     if method == RecallMethod::Hybrid {
         session_evidence(ev, sc);
-        if let Some(g) = std::env::var("LOCI_ADJ").ok().and_then(|v| v.parse::<f32>().ok()) {
-            let base = sc.session.clone();
-            let mode = std::env::var("LOCI_ADJ_MODE").unwrap_or_default();
-            let best = base.iter().copied().filter(|x| x.is_finite()).fold(f32::NEG_INFINITY, f32::max);
-            for s in 0..n {
-                if sc.count[s] == 0 { continue; }
-                let l = if s > 0 && sc.count[s - 1] > 0 { base[s - 1] } else { f32::NEG_INFINITY };
-                let r = if s + 1 < n && sc.count[s + 1] > 0 { base[s + 1] } else { f32::NEG_INFINITY };
-                let m = l.max(r);
-                if !m.is_finite() { continue; }
-                if mode == "top" { if m >= best { sc.session[s] += g * m; } } else { sc.session[s] += g * m; }
-            }
-        }
     }
     top_sessions(sc, ev, k, rows_per_session)
 }
