@@ -42,7 +42,7 @@ mod cli {
     use loci::eval::report::{aggregate, QuestionResult, Report};
     use loci::eval::{locomo, longmemeval, EvalCorpus, GroundTruth};
     use loci::index::vectors::Precision;
-    use loci::llm::native::UreqTransport;
+    use loci::llm::native::{ReplayTransport, UreqTransport};
     use loci::llm::openai::{OpenAiClient, OpenAiConfig};
     use loci::memory::{Memory, MemoryConfig, RecallOptions};
     use loci::recall::{self, RecallMethod};
@@ -521,11 +521,22 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         write_json(o.get("json"), &serde_json::to_value(&report).map_err(|e| e.to_string())?)
     }
 
-    fn llm_client(o: &HashMap<String, String>, prefix: &str) -> Result<Option<OpenAiClient<ReplayTransport>>, String> {
+    /// The eval's HTTP transport: `ureq`, and with `--llm-cache FILE` a replay of the endpoint's earlier answers
+    /// (a real model takes hours to distil a conversation here: a stopped run resumes where it stopped).
+    type EvalTransport = ReplayTransport<UreqTransport>;
+
+    fn llm_client(o: &HashMap<String, String>, prefix: &str) -> Result<Option<OpenAiClient<EvalTransport>>, String> {
         let (Some(url), Some(model)) = (o.get(&format!("{prefix}-base-url")), o.get(&format!("{prefix}-model"))) else {
             return Ok(None);
         };
-        let transport = ReplayTransport::new(o.get(&format!("{prefix}-cache")).map(PathBuf::from))?;
+        let transport = match o.get(&format!("{prefix}-cache")) {
+            Some(path) => {
+                let t = ReplayTransport::open(UreqTransport::new(), Path::new(path)).map_err(|e| e.to_string())?;
+                eprintln!("LLM replay cache {path}: {} answers", t.answers());
+                t
+            }
+            None => ReplayTransport::passthrough(UreqTransport::new()),
+        };
         let mut config = OpenAiConfig::new(url.clone(), model.clone());
         config.api_key = o.get(&format!("{prefix}-api-key")).cloned();
         config.timeout_ms = 600_000; // a small local model on one thread takes minutes for a long prompt
@@ -533,134 +544,6 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             config.context_tokens = c.parse().map_err(|_| format!("--{prefix}-context-tokens N"))?;
         }
         OpenAiClient::new(config, transport).map(Some).map_err(|e| e.to_string())
-    }
-
-    /// The eval's HTTP transport: `ureq`, and with `--llm-cache FILE` a replay of the endpoint's earlier answers.
-    /// A real model on this machine takes hours to distil a conversation; the cache lets a stopped run resume: each
-    /// `200` answer is appended to the file (JSON lines: URL, request body, response body, milliseconds) as it arrives, and a
-    /// request whose URL and body are byte-identical to a stored one gets the stored answer without a call. The
-    /// pipeline is deterministic given its answers (the eval's clock is the corpus's dates), so a rerun replays
-    /// up to where the last run stopped and goes on from there.
-    pub(crate) struct ReplayTransport {
-        inner: UreqTransport,
-        cache: Option<RefCell<ReplayCache>>,
-    }
-
-    struct ReplayCache {
-        path: PathBuf,
-        answers: HashMap<(String, String), String>,
-        hits: usize,
-        misses: usize,
-    }
-
-    impl ReplayTransport {
-        fn new(path: Option<PathBuf>) -> Result<Self, String> {
-            let cache = match path {
-                None => None,
-                Some(path) => {
-                    let mut answers = HashMap::new();
-                    if path.exists() {
-                        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                        let lines = text.split_inclusive('\n').count();
-                        let mut good_bytes = 0;
-                        for (n, line) in text.split_inclusive('\n').enumerate() {
-                            // A line cut by a killed run is the last one: dropped from the file, so that the next
-                            // answer starts a line of its own. Anything else malformed is an error.
-                            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                                if n + 1 == lines {
-                                    eprintln!("LLM replay cache {}: dropping a cut last line", path.display());
-                                    std::fs::OpenOptions::new()
-                                        .write(true)
-                                        .open(&path)
-                                        .and_then(|f| f.set_len(good_bytes as u64))
-                                        .map_err(|e| format!("{}: {e}", path.display()))?;
-                                    break;
-                                }
-                                return Err(format!("{}: line {} is not JSON", path.display(), n + 1));
-                            };
-                            good_bytes += line.len();
-                            let field = |k: &str| v.get(k).and_then(Value::as_str).map(String::from);
-                            match (field("url"), field("request"), field("response")) {
-                                (Some(u), Some(q), Some(r)) => answers.insert((u, q), r),
-                                _ => {
-                                    return Err(format!(
-                                        "{}: line {} lacks url/request/response",
-                                        path.display(),
-                                        n + 1
-                                    ))
-                                }
-                            };
-                        }
-                    }
-                    eprintln!("LLM replay cache {}: {} answers", path.display(), answers.len());
-                    Some(RefCell::new(ReplayCache { path, answers, hits: 0, misses: 0 }))
-                }
-            };
-            Ok(ReplayTransport { inner: UreqTransport::new(), cache })
-        }
-    }
-
-    impl Drop for ReplayTransport {
-        fn drop(&mut self) {
-            if let Some(c) = &self.cache {
-                let c = c.borrow();
-                eprintln!(
-                    "LLM replay cache {}: {} answers replayed, {} calls made",
-                    c.path.display(),
-                    c.hits,
-                    c.misses
-                );
-            }
-        }
-    }
-
-    #[async_trait(?Send)]
-    impl loci::llm::openai::HttpTransport for ReplayTransport {
-        async fn post(
-            &self,
-            url: &str,
-            headers: &[(String, String)],
-            body: &str,
-            timeout_ms: u64,
-            abort: Option<&loci::llm::AbortSignal>,
-        ) -> Result<loci::llm::openai::HttpResponse, loci::llm::openai::TransportError> {
-            let key = (url.to_string(), body.to_string());
-            if let Some(cache) = &self.cache {
-                let mut c = cache.borrow_mut();
-                if let Some(answer) = c.answers.get(&key).cloned() {
-                    c.hits += 1;
-                    let headers = vec![("content-type".to_string(), "application/json".to_string())];
-                    return Ok(loci::llm::openai::HttpResponse { status: 200, headers, body: answer });
-                }
-                c.misses += 1;
-            }
-            let started = Instant::now();
-            let response = self.inner.post(url, headers, body, timeout_ms, abort).await?;
-            if let (Some(cache), 200) = (&self.cache, response.status) {
-                let mut c = cache.borrow_mut();
-                // `ms`: what the call took, since a replayed answer takes none (the figures of a resumed run).
-                let ms = started.elapsed().as_secs_f64() * 1000.0;
-                let line = json!({ "url": url, "request": body, "response": response.body, "ms": ms }).to_string();
-                let write = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&c.path)
-                    .and_then(|mut f| writeln!(f, "{line}").and_then(|_| f.sync_data()));
-                if let Err(e) = write {
-                    eprintln!("LLM replay cache {}: not written ({e})", c.path.display());
-                }
-                c.answers.insert(key, response.body.clone());
-            }
-            Ok(response)
-        }
-
-        async fn sleep(&self, ms: u64) {
-            self.inner.sleep(ms).await
-        }
-
-        fn now_ms(&self) -> f64 {
-            self.inner.now_ms()
-        }
     }
 
     /// LoCoMo QA: each question answered by `Memory::answer` (recall + pruning + generation with the user's LLM),
