@@ -9,9 +9,9 @@
 //! (per LongMemEval question), `add_messages` per session — and ranks with `Memory::recall`, so the figures are
 //! those of the product's code path. The only thing added here is a cache of window embeddings on disk
 //! (`target/loci-eval-cache/`, keyed by the model file's hash and the window's token ids) so that iterating on
-//! ranking methods does not re-run the model; its hits are bit-identical to the model's output. The LLM-driven
-//! commands can keep the endpoint's answers too (`bridge --llm-cache FILE`, [`loci::llm::native::ReplayTransport`]), so that a run
-//! with a real model, hours long here, resumes where it stopped.
+//! ranking methods does not re-run the model; its hits are bit-identical to the model's output. `bridge` can keep
+//! the LLM endpoint's answers too (`--llm-cache FILE`, [`loci::llm::native::ReplayTransport`]), so that a run with
+//! a real model, hours long here, resumes where it stopped.
 //!
 //! Native only: on wasm32 this binary is an empty `main`.
 
