@@ -9,9 +9,9 @@
 //! (per LongMemEval question), `add_messages` per session — and ranks with `Memory::recall`, so the figures are
 //! those of the product's code path. The only thing added here is a cache of window embeddings on disk
 //! (`target/loci-eval-cache/`, keyed by the model file's hash and the window's token ids) so that iterating on
-//! ranking methods does not re-run the model; its hits are bit-identical to the model's output. `bridge` can keep
-//! the LLM endpoint's answers too (`--llm-cache FILE`, [`loci::llm::native::ReplayTransport`]), so that a run with
-//! a real model, hours long here, resumes where it stopped.
+//! ranking methods does not re-run the model; its hits are bit-identical to the model's output. The commands with
+//! an LLM can keep the endpoint's answers too (`--llm-cache FILE`, [`loci::llm::native::ReplayTransport`]), so
+//! that a run with a real model, hours long here, resumes where it stopped.
 //!
 //! Native only: on wasm32 this binary is an empty `main`.
 
@@ -64,11 +64,13 @@ mod cli {
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
        loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
                     [--json PATH]
-       loci-eval bridge --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--conversations N] [--sessions N] [--llm-cache JSONL]
+       loci-eval bridge --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--conversations N] [--sessions N]
                     [--json PATH]
        loci-eval redteam --llm-base-url URL --llm-model NAME [--llm-context-tokens N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
        [--per-question JSONL] [--model MODEL.onnx] [--batch N]
+       with an LLM: --llm-cache JSONL (and --judge-cache JSONL) keeps the endpoint's answers and replays them, so that a
+       stopped run resumes where it stopped
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
 
     struct Args {
@@ -557,9 +559,11 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "llm-model",
             "llm-api-key",
             "llm-context-tokens",
+            "llm-cache",
             "judge-base-url",
             "judge-model",
             "judge-api-key",
+            "judge-cache",
             "prune",
             "limit",
             "per-category",
@@ -688,6 +692,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "llm-model",
             "llm-api-key",
             "llm-context-tokens",
+            "llm-cache",
             "category",
             "limit",
             "cache",
@@ -917,7 +922,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         use loci::eval::redteam;
         let fixture_time =
             |date: &str| loci::types::parse_time(&TimeInput::Text(date.into())).map_err(|e| e.to_string());
-        let o = options(&["llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "json"])?;
+        let o = options(&["llm-base-url", "llm-model", "llm-api-key", "llm-context-tokens", "llm-cache", "json"])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
         let (tokenizer, runtime) = model_runtime(2, false, None, EmbedConfig::default().batch_size)?;
         let mut outcomes = Vec::new();
@@ -1003,6 +1008,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "llm-model",
             "llm-api-key",
             "llm-context-tokens",
+            "llm-cache",
             "sessions",
             "predict-threshold",
             "json",
