@@ -861,8 +861,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
         let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
         let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
-        const VARIANTS: [&str; 4] =
-            ["default recall", "through the distilled memory", "default, then distilled", "distilled, then default"];
+        const VARIANTS: [&str; 6] = [
+            "default recall",
+            "through the distilled memory",
+            "default, then distilled",
+            "distilled, then default",
+            "fused by reciprocal rank",
+            "fused, distilled at half weight",
+        ];
         let mut results: Vec<Vec<QuestionResult>> = vec![Vec::new(); VARIANTS.len()];
         let mut distilled = Vec::new();
         let options =
@@ -884,8 +890,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     .take(10)
                     .collect();
                 let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
-                let rankings =
-                    [alone.clone(), bridge.clone(), merge(&[alone.clone(), bridge.clone()]), merge(&[bridge, alone])];
+                let rankings = [
+                    alone.clone(),
+                    bridge.clone(),
+                    merge(&[alone.clone(), bridge.clone()]),
+                    merge(&[bridge.clone(), alone.clone()]),
+                    reciprocal_rank_fusion(&alone, &bridge, 1.0),
+                    reciprocal_rank_fusion(&alone, &bridge, 0.5),
+                ];
                 for (i, ranking) in rankings.into_iter().enumerate() {
                     results[i].push(QuestionResult::new(q, ranking));
                 }
@@ -912,6 +924,24 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         }
         out.insert("distilled".into(), Value::Array(distilled));
         write_json(o.get("json"), &Value::Object(out))
+    }
+
+    /// The top 10 of `first` and `second` by reciprocal-rank fusion (Cormack et al. 2009, k = 60), `second`'s
+    /// ranks at `weight`: a session both lists hold rises, where `recall::interleave` alternates them. Ties keep
+    /// `first`'s order.
+    fn reciprocal_rank_fusion(first: &[String], second: &[String], weight: f64) -> Vec<String> {
+        let mut scores: Vec<(String, f64)> = Vec::new();
+        for (list, w) in [(first, 1.0), (second, weight)] {
+            for (rank, s) in list.iter().enumerate() {
+                let add = w / (60.0 + rank as f64 + 1.0);
+                match scores.iter_mut().find(|(id, _)| id == s) {
+                    Some((_, score)) => *score += add,
+                    None => scores.push((s.clone(), add)),
+                }
+            }
+        }
+        scores.sort_by(|a, b| b.1.total_cmp(&a.1)); // stable: ties in first-seen order
+        scores.into_iter().take(10).map(|(s, _)| s).collect()
     }
 
     /// Memory poisoning (issue 14): each red-team case's memory (two benign sessions and one with a planted
