@@ -132,6 +132,14 @@ impl<T: HttpTransport> ReplayTransport<T> {
                 Some((key, answer)) => {
                     answers.insert(key, answer);
                     good_bytes += line.len();
+                    if !line.ends_with('\n') {
+                        // Killed between the answer and its newline: end the line, or the next answer would join it.
+                        std::fs::OpenOptions::new()
+                            .append(true)
+                            .open(path)
+                            .and_then(|mut f| f.write_all(b"\n"))
+                            .map_err(storage)?;
+                    }
                 }
                 None if n + 1 == lines && !line.ends_with('\n') => {
                     std::fs::OpenOptions::new()
@@ -207,7 +215,7 @@ impl<T: HttpTransport> HttpTransport for ReplayTransport<T> {
                 .create(true)
                 .append(true)
                 .open(&c.path)
-                .and_then(|mut f| writeln!(f, "{line}").and_then(|_| f.sync_data()));
+                .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()).and_then(|_| f.sync_data()));
             if let Err(e) = written {
                 // The answer is still good for this run; only a later resume loses it.
                 eprintln!("LLM replay cache {}: answer not stored ({e})", c.path.display());
@@ -320,6 +328,15 @@ mod tests {
             3,
             "the next answer has its own line"
         );
+
+        // Killed between an answer and its newline: the line is ended, and the next answer has its own.
+        let three = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, three.trim_end()).unwrap();
+        let resumed = ReplayTransport::open(counting(200), &path).unwrap();
+        assert_eq!((resumed.answers(), std::fs::read_to_string(&path).unwrap()), (3, three));
+        post(&resumed, "d");
+        drop(resumed);
+        assert_eq!(ReplayTransport::open(counting(200), &path).unwrap().answers(), 4);
 
         // A malformed line before the last is not a cut: refuse rather than append to a foreign file.
         std::fs::write(&path, format!("not json\n{whole}")).unwrap();
