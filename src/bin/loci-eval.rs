@@ -861,13 +861,16 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
         let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
         let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
-        const VARIANTS: [&str; 6] = [
+        const VARIANTS: [&str; 9] = [
             "default recall",
             "through the distilled memory",
             "default, then distilled",
             "distilled, then default",
             "fused by reciprocal rank",
             "fused, distilled at half weight",
+            "through the facts alone",
+            "through the episodes alone",
+            "fused, facts alone at half weight",
         ];
         let mut results: Vec<Vec<QuestionResult>> = vec![Vec::new(); VARIANTS.len()];
         let mut distilled = Vec::new();
@@ -876,6 +879,12 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         for corpus in &corpora {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
             distilled.push(distill_corpus(memory, corpus, &llm)?);
+            let turn_session: HashMap<u64, String> = memory
+                .sessions()
+                .iter()
+                .flat_map(|s| memory.session_turns(&s.id))
+                .map(|t| (t.id, t.session))
+                .collect();
             for q in &corpus.questions {
                 let alone: Vec<String> = block_on(memory.recall(&q.question, options))
                     .map_err(|e| e.to_string())?
@@ -889,6 +898,13 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     .map(|(s, _)| s)
                     .take(10)
                     .collect();
+                // The same ranking as `sessions_through_distilled`, from one kind of distilled record at a time.
+                let q_vector = block_on(memory.embed_query(&q.question)).map_err(|e| e.to_string())?;
+                let state = memory.distilled();
+                let facts = state.active_facts().map(|f| (f.vector.as_slice(), f.turn_ids.as_slice()));
+                let facts = through_sources(&q_vector, facts, &turn_session);
+                let episodes = state.episodes.values().map(|e| (e.vector.as_slice(), e.turn_ids.as_slice()));
+                let episodes = through_sources(&q_vector, episodes, &turn_session);
                 let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
                 let rankings = [
                     alone.clone(),
@@ -897,6 +913,9 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     merge(&[bridge.clone(), alone.clone()]),
                     reciprocal_rank_fusion(&alone, &bridge, 1.0),
                     reciprocal_rank_fusion(&alone, &bridge, 0.5),
+                    facts.clone(),
+                    episodes,
+                    reciprocal_rank_fusion(&alone, &facts, 0.5),
                 ];
                 for (i, ranking) in rankings.into_iter().enumerate() {
                     results[i].push(QuestionResult::new(q, ranking));
@@ -924,6 +943,25 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         }
         out.insert("distilled".into(), Value::Array(distilled));
         write_json(o.get("json"), &Value::Object(out))
+    }
+
+    /// The top 10 sessions by the best cosine with `query` of the records (vector, turn ids) that point to them.
+    fn through_sources<'a>(
+        query: &[f32],
+        sources: impl Iterator<Item = (&'a [f32], &'a [u64])>,
+        turn_session: &HashMap<u64, String>,
+    ) -> Vec<String> {
+        let mut best: HashMap<&str, f32> = HashMap::new();
+        for (vector, turn_ids) in sources {
+            let score = loci::distill::cosine(query, vector);
+            for session in turn_ids.iter().filter_map(|t| turn_session.get(t)) {
+                let b = best.entry(session.as_str()).or_insert(f32::NEG_INFINITY);
+                *b = b.max(score);
+            }
+        }
+        let mut ranked: Vec<(&str, f32)> = best.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        ranked.into_iter().take(10).map(|(s, _)| s.to_string()).collect()
     }
 
     /// The top 10 of `first` and `second` by reciprocal-rank fusion (Cormack et al. 2009, k = 60), `second`'s
