@@ -879,12 +879,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         for corpus in &corpora {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
             distilled.push(distill_corpus(memory, corpus, &llm)?);
-            let turn_session: HashMap<u64, String> = memory
-                .sessions()
-                .iter()
-                .flat_map(|s| memory.session_turns(&s.id))
-                .map(|t| (t.id, t.session))
-                .collect();
+            let turn_session: HashMap<u64, String> =
+                memory.sessions().iter().flat_map(|s| memory.session_turns(&s.id)).map(|t| (t.id, t.session)).collect();
             for q in &corpus.questions {
                 let alone: Vec<String> = block_on(memory.recall(&q.question, options))
                     .map_err(|e| e.to_string())?
