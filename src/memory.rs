@@ -18,8 +18,8 @@ pub use answer::{
     PrunedRecall, PrunedRecallPlan, Spent,
 };
 pub use distill::{
-    DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, FlushReport, JobOutcome, JobTicket,
-    ParkedJob, Scored,
+    DistillProgress, DistillStats, DistilledRecall, DistilledRecallOptions, DistilledSources, FlushReport, JobOutcome,
+    JobTicket, ParkedJob, Scored,
 };
 pub use shared::{JobStep, Shared};
 pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};

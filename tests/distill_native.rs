@@ -18,7 +18,7 @@ use loci::embed::OnnxRuntime;
 use loci::eval::{locomo, EvalSession, GroundTruth};
 use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
-use loci::memory::{FlushReport, Memory, MemoryConfig};
+use loci::memory::{DistilledSources, FlushReport, Memory, MemoryConfig};
 use loci::store::MemStore;
 use loci::types::{MessageInput, TimeInput};
 use pollster::block_on;
@@ -218,7 +218,7 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
     // Sessions ranked through the distilled memory: each scored by its best episode or fact, so the session of the
     // best-scoring one leads with its score, and every ranked session holds a turn of some episode or fact.
     let q = "When did Caroline go to the LGBTQ support group?";
-    let through = block_on(m.sessions_through_distilled(q)).unwrap();
+    let through = block_on(m.sessions_through_distilled(q, DistilledSources::Both)).unwrap();
     let (episode, fact) = (&r.episodes[0], &r.facts[0]);
     let (score, turns) = if episode.score >= fact.score {
         (episode.score, m.episodes().iter().find(|e| e.id == episode.item.id).unwrap().turn_ids.clone())
@@ -237,6 +237,38 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
         .map(|t| session_of(&m, t))
         .collect();
     assert_eq!(through.len(), pointed.len());
+
+    // Through one kind of record alone: each session scored by the best cosine of that kind's records pointing to
+    // it, and through both by the better of the two.
+    let query_vector = block_on(m.embed_query(q)).unwrap();
+    let expected = |records: Vec<(&[f32], &[u64])>| -> std::collections::BTreeMap<String, f32> {
+        let mut best = std::collections::BTreeMap::new();
+        for (vector, turns) in records {
+            let score = loci::distill::cosine(&query_vector, vector);
+            for session in turns.iter().map(|t| session_of(&m, *t)) {
+                let b = best.entry(session).or_insert(f32::NEG_INFINITY);
+                *b = f32::max(*b, score);
+            }
+        }
+        best
+    };
+    let state = m.distilled();
+    let want_episodes = expected(state.episodes.values().map(|e| (&e.vector[..], &e.turn_ids[..])).collect());
+    let want_facts = expected(state.active_facts().map(|f| (&f.vector[..], &f.turn_ids[..])).collect());
+    assert!(
+        want_facts.iter().any(|(s, score)| want_episodes.get(s) != Some(score)),
+        "the two kinds score some session differently here, so a mix-up shows"
+    );
+    let mut got = |sources| -> std::collections::BTreeMap<String, f32> {
+        block_on(m.sessions_through_distilled(q, sources)).unwrap().into_iter().collect()
+    };
+    assert_eq!(got(DistilledSources::Episodes), want_episodes);
+    assert_eq!(got(DistilledSources::Facts), want_facts);
+    for (session, score) in &through {
+        let of =
+            |best: &std::collections::BTreeMap<String, f32>| best.get(session).copied().unwrap_or(f32::NEG_INFINITY);
+        assert_eq!(*score, of(&want_episodes).max(of(&want_facts)), "{session}");
+    }
 }
 
 fn session_of(m: &Mem, turn: u64) -> String {

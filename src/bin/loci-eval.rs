@@ -46,7 +46,7 @@ mod cli {
     use loci::index::vectors::Precision;
     use loci::llm::native::{ReplayTransport, UreqTransport};
     use loci::llm::openai::{OpenAiClient, OpenAiConfig};
-    use loci::memory::{Memory, MemoryConfig, RecallOptions};
+    use loci::memory::{DistilledSources, Memory, MemoryConfig, RecallOptions};
     use loci::recall::{self, RecallMethod};
     use loci::store::MemStore;
     use loci::text::WordPiece;
@@ -550,6 +550,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         OpenAiClient::new(config, transport).map(Some).map_err(|e| e.to_string())
     }
 
+    /// Says how much of the run its replay cache answered (nothing without `--llm-cache`).
+    fn report_replay(llm: &OpenAiClient<EvalTransport>) {
+        if let Some(path) = llm.transport().path() {
+            let (replayed, called) = llm.transport().counts();
+            eprintln!("LLM replay cache {}: {replayed} answers replayed, {called} calls made", path.display());
+        }
+    }
+
     /// LoCoMo QA: each question answered by `Memory::answer` (recall + pruning + generation with the user's LLM),
     /// scored with F1 and BLEU-1 against the gold answer and, with a judge, LLM-judge accuracy.
     fn qa_main() -> Result<(), String> {
@@ -679,6 +687,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         for (category, score) in &report.per_category {
             line(locomo::category_name(category).unwrap_or(category), score);
         }
+        report_replay(&llm);
+        judge.iter().for_each(report_replay);
         write_json(o.get("json"), &json!({"report": report, "records": records, "distillation": distillation}))
     }
 
@@ -832,6 +842,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         );
         out.insert("recall_p50_ms".into(), json!({"alone": p50_plain, "expanded": p50_expanded}));
         out.insert("records".into(), Value::Array(records));
+        report_replay(&llm);
         write_json(o.get("json"), &Value::Object(out))
     }
 
@@ -879,8 +890,6 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         for corpus in &corpora {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
             distilled.push(distill_corpus(memory, corpus, &llm)?);
-            let turn_session: HashMap<u64, String> =
-                memory.sessions().iter().flat_map(|s| memory.session_turns(&s.id)).map(|t| (t.id, t.session)).collect();
             for q in &corpus.questions {
                 let alone: Vec<String> = block_on(memory.recall(&q.question, options))
                     .map_err(|e| e.to_string())?
@@ -888,19 +897,13 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     .into_iter()
                     .map(|s| s.id)
                     .collect();
-                let bridge: Vec<String> = block_on(memory.sessions_through_distilled(&q.question))
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .map(|(s, _)| s)
-                    .take(10)
-                    .collect();
-                // The same ranking as `sessions_through_distilled`, from one kind of distilled record at a time.
-                let q_vector = block_on(memory.embed_query(&q.question)).map_err(|e| e.to_string())?;
-                let state = memory.distilled();
-                let facts = state.active_facts().map(|f| (f.vector.as_slice(), f.turn_ids.as_slice()));
-                let facts = through_sources(&q_vector, facts, &turn_session);
-                let episodes = state.episodes.values().map(|e| (e.vector.as_slice(), e.turn_ids.as_slice()));
-                let episodes = through_sources(&q_vector, episodes, &turn_session);
+                let mut through = |sources| -> Result<Vec<String>, String> {
+                    let ranked = block_on(memory.sessions_through_distilled(&q.question, sources));
+                    Ok(ranked.map_err(|e| e.to_string())?.into_iter().map(|(s, _)| s).take(10).collect())
+                };
+                let bridge = through(DistilledSources::Both)?;
+                let facts = through(DistilledSources::Facts)?;
+                let episodes = through(DistilledSources::Episodes)?;
                 let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
                 let rankings = [
                     alone.clone(),
@@ -938,26 +941,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             }
         }
         out.insert("distilled".into(), Value::Array(distilled));
+        report_replay(&llm);
         write_json(o.get("json"), &Value::Object(out))
-    }
-
-    /// The top 10 sessions by the best cosine with `query` of the records (vector, turn ids) that point to them.
-    fn through_sources<'a>(
-        query: &[f32],
-        sources: impl Iterator<Item = (&'a [f32], &'a [u64])>,
-        turn_session: &HashMap<u64, String>,
-    ) -> Vec<String> {
-        let mut best: HashMap<&str, f32> = HashMap::new();
-        for (vector, turn_ids) in sources {
-            let score = loci::distill::cosine(query, vector);
-            for session in turn_ids.iter().filter_map(|t| turn_session.get(t)) {
-                let b = best.entry(session.as_str()).or_insert(f32::NEG_INFINITY);
-                *b = b.max(score);
-            }
-        }
-        let mut ranked: Vec<(&str, f32)> = best.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        ranked.into_iter().take(10).map(|(s, _)| s.to_string()).collect()
     }
 
     /// The top 10 of `first` and `second` by reciprocal-rank fusion (Cormack et al. 2009, k = 60), `second`'s
@@ -1059,6 +1044,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 s.prompt, s.cases, s.attack_success_rate, s.answered_right_rate, s.errors
             );
         }
+        report_replay(&llm);
         write_json(o.get("json"), &json!({"summaries": summaries, "outcomes": outcomes}))
     }
 
@@ -1147,6 +1133,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         );
         let evocation = evocation(m.distilled());
         println!("{}", serde_json::to_string(&evocation).map_err(|e| e.to_string())?);
+        report_replay(&llm);
         write_json(
             o.get("json"),
             &json!({

@@ -170,19 +170,10 @@ impl<T: HttpTransport> ReplayTransport<T> {
     pub fn counts(&self) -> (usize, usize) {
         self.cache.as_ref().map_or((0, 0), |c| (c.borrow().replayed, c.borrow().called))
     }
-}
 
-impl<T: HttpTransport> Drop for ReplayTransport<T> {
-    fn drop(&mut self) {
-        if let Some(c) = &self.cache {
-            let c = c.borrow();
-            eprintln!(
-                "LLM replay cache {}: {} answers replayed, {} calls made",
-                c.path.display(),
-                c.replayed,
-                c.called
-            );
-        }
+    /// The file the answers are kept in; `None` for [`ReplayTransport::passthrough`].
+    pub fn path(&self) -> Option<PathBuf> {
+        self.cache.as_ref().map(|c| c.borrow().path.clone())
     }
 }
 

@@ -210,6 +210,11 @@ impl<T: HttpTransport> OpenAiClient<T> {
         &self.config
     }
 
+    /// The transport the client sends through (e.g. to read a replay cache's counts when a run is done).
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
     /// Whether `response_format` is still being sent (false after the server rejected it).
     pub fn response_format_supported(&self) -> bool {
         self.response_format_ok.get()

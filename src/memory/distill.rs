@@ -131,6 +131,15 @@ pub enum JobOutcome {
     Discarded,
 }
 
+/// Which distilled records [`Memory::sessions_through_distilled`] ranks sessions through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DistilledSources {
+    #[default]
+    Both,
+    Episodes,
+    Facts,
+}
+
 /// Which distilled sources a recall combines, and how many of each.
 #[derive(Debug, Clone, Copy)]
 pub struct DistilledRecallOptions {
@@ -486,15 +495,25 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
     }
 
-    /// Sessions ranked through the distilled memory (issue 16's "bridge"): each episode and active fact is scored
-    /// by its cosine with the query, and a session takes the best score of the episodes and facts whose turns it
-    /// holds (TIR's max, one level up). Best first, ties by id; sessions nothing distilled points to are left out.
-    pub async fn sessions_through_distilled(&mut self, query: &str) -> Result<Vec<(String, f32)>> {
+    /// Sessions ranked through the distilled memory (issue 16's "bridge"): each of `sources`' records (episodes,
+    /// active facts, or both) is scored by its cosine with the query, and a session takes the best score of the
+    /// records whose turns it holds (TIR's max, one level up). Best first, ties by id; sessions no such record points
+    /// to are left out.
+    pub async fn sessions_through_distilled(
+        &mut self,
+        query: &str,
+        sources: DistilledSources,
+    ) -> Result<Vec<(String, f32)>> {
         let q = self.embedder.embed_query(query).await?;
         let mut best: FxHashMap<&str, f32> = FxHashMap::default();
-        let sources = self.distill.episodes.values().map(|e| (&e.vector, &e.turn_ids));
+        let episodes = self.distill.episodes.values().map(|e| (&e.vector, &e.turn_ids));
         let facts = self.distill.active_facts().map(|f| (&f.vector, &f.turn_ids));
-        for (vector, turn_ids) in sources.chain(facts) {
+        let (episodes, facts) = match sources {
+            DistilledSources::Both => (Some(episodes), Some(facts)),
+            DistilledSources::Episodes => (Some(episodes), None),
+            DistilledSources::Facts => (None, Some(facts)),
+        };
+        for (vector, turn_ids) in episodes.into_iter().flatten().chain(facts.into_iter().flatten()) {
             let score = cosine(&q, vector);
             for session in turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.session) {
                 let b = best.entry(session).or_insert(f32::NEG_INFINITY);
