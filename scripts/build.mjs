@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds the npm package into pkg/: the wasm library (release, size-optimised with wasm-opt) and its JS glue.
 import { spawnSync } from "node:child_process";
-import { existsSync, statSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,6 +18,15 @@ const run = (cmd, args) => {
 run("cargo", ["build", "--lib", "--profile", "wasm-release", "--target", "wasm32-unknown-unknown"]);
 run("wasm-bindgen", ["--target", "web", "--out-dir", "pkg", "--out-name", "loci",
   join("target", "wasm32-unknown-unknown", "wasm-release", "loci.wasm")]);
+// wasm-bindgen writes a pkg/package.json of its own (dependencies only, no "type"). Shipped, it would make Node and
+// TypeScript (node16/nodenext) read pkg/loci.js as CommonJS and hide the root's "type" and "sideEffects".
+rmSync(join(root, "pkg", "package.json"), { force: true });
+// The generated types declare `[Symbol.dispose]()`, which TypeScript knows only from its `esnext.disposable` lib (or
+// from @types/node): say so in the file, or a browser app compiling with `lib: ["es2022", "dom"]` fails on loci's types.
+const dts = join(root, "pkg", "loci.d.ts");
+const reference = '/// <reference lib="esnext.disposable" />\n';
+const types = readFileSync(dts, "utf8");
+if (!types.startsWith(reference)) writeFileSync(dts, reference + types);
 const wasm = join(root, "pkg", "loci_bg.wasm");
 const wasmOpt = join(root, "node_modules", ".bin", "wasm-opt");
 if (existsSync(wasmOpt)) {

@@ -55,7 +55,6 @@ export interface DistillOptions {
   autoRun?: boolean;
 }
 
-/** Where the model assets are (defaults: a self-hosted layout relative to the page). */
 /**
  * How IndexedDB commits each write. `"strict"` (default): an acknowledged write is on disk, and survives a power
  * loss or an OS crash. `"relaxed"` (Chrome's own default): it survives a tab or browser crash, but a power loss or an
@@ -63,6 +62,7 @@ export interface DistillOptions {
  */
 export type Durability = "strict" | "relaxed";
 
+/** Where the model assets are (defaults: a self-hosted layout relative to the page), and how the model runs. */
 export interface EmbedderOptions {
   /** Default `assets/model/model.onnx` (all-MiniLM-L6-v2 int8). */
   modelUrl?: string;
@@ -70,7 +70,8 @@ export interface EmbedderOptions {
   tokenizerUrl?: string;
   /** onnxruntime-web's `dist/` files; default `assets/ort/`. Never a CDN unless you say so. */
   ortUrl?: string;
-  /** `"mjs"` (default) or `"js"` for servers that send `.mjs` with a wrong MIME type. */
+  /** `"mjs"` (default) or `"js"` for servers that send `.mjs` with a wrong MIME type. onnxruntime-web ships only
+   * `ort-wasm-simd-threaded.mjs` (and `.asyncify.mjs`): with `"js"`, host copies of them named `.js`. */
   ortWrapperExt?: "mjs" | "js";
   /** `"auto"` (WebGPU only on a hardware adapter that passes a parity self-test), `"wasm"` or `"webgpu"`. */
   device?: "auto" | "wasm" | "webgpu";
@@ -118,16 +119,22 @@ export interface LlmOptions {
 
 /**
  * Any model behind a function: WebLLM, Chrome's built-in AI, an SDK. Its window is `fn.contextTokens` when set
- * (default 4,096). Return `finishReason: "length"` when the model stopped at `maxTokens`: loci then asks again.
+ * (default 4,096; at least 512). Return `finishReason: "length"` when the model stopped at `maxTokens`: loci then
+ * asks again.
  */
-export type LlmCallback = (request: {
+export type LlmCallback = ((request: {
   messages: { role: "system" | "user" | "assistant"; content: string }[];
   json: boolean;
   maxTokens?: number;
   temperature?: number;
+  /** Asked for by free-text steps, where a small model tends to repeat itself; ignore it if the model has none. */
+  frequencyPenalty?: number;
   schema?: unknown;
   signal?: AbortSignal;
-}) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number }; finishReason?: string } | string>;
+}) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number }; finishReason?: string } | string>) & {
+  /** The model's context window in tokens, prompt and reply. */
+  contextTokens?: number;
+};
 
 export interface ProgressEvent {
   /** `"indexed"`: after open resolved, the lexical index is built (a recall before it finishes the build itself).
@@ -140,6 +147,11 @@ export interface ProgressEvent {
   detail?: string;
   /** With `"quarantined"`: how many records were set aside. */
   count?: number;
+  /** With `"tokenizer"` and `"model"` (`detail` is the URL): bytes read so far, of `total` when the server says. */
+  loaded?: number;
+  total?: number;
+  /** With `"tokenizer"` and `"model"`: `true` when the file came from Cache Storage, not the network. */
+  cached?: boolean;
   /** With `"closed"`: `"versionchange"` (another tab opened a newer schema or is deleting the memory) or
    * `"closed-by-browser"` (site data cleared, or a storage failure). */
   reason?: "versionchange" | "closed-by-browser";
@@ -205,9 +217,10 @@ export interface RecallOptions {
   prune?: "none" | "extractive" | "llm" | "llm-spans";
   /** Extractive pruning: share of tokens to keep (default 0.5). */
   budget?: number;
-  /** When the question is asked (for relative dates); default now. */
+  /** When the question is asked, for its relative dates ("last week"); default now. Read by `answer()`, by
+   * pruning and by `expand`; a plain `recall()` ranks by the dates a question names outright. */
   questionTime?: string | number;
-  /** Output cap of the answer call. */
+  /** `answer()` only: output cap of the answer call (`recall()` ignores it, so one options object serves both). */
   maxTokens?: number;
   signal?: AbortSignal;
   /**

@@ -165,6 +165,7 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
         (r#"[{"role": "user"}]"#, "missing content"),
         (r#"[{"role": "user", "content": "hi", "time": "last tuesday"}]"#, "invalid time"),
         (r#"[{"role": "user", "content": "hi", "time": "2023-02-30"}]"#, "impossible date"),
+        (r#"[{"role": "user", "content": "hi", "time": -8334601315200000}]"#, "a time past the calendar's end"),
         (r#"{"role": "user", "content": "hi"}"#, "not an array"),
         (r#"[]"#, "no messages"),
         (r#"[{"role": "user", "content": "fine"}, {"role": "user", "content": 7}]"#, "one bad message in a batch"),
@@ -179,6 +180,10 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
     assert_eq!(code(&err), "INVALID_INPUT");
     let err = wait(m.recall(wasm_bindgen::JsValue::from(3), wasm_bindgen::JsValue::UNDEFINED)).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT");
+    let err = wait(m.session_turns(wasm_bindgen::JsValue::from(42))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT", "a session id that is not a string");
+    let err = wait(loci::web::Memory::delete_database(js(r#"{"name": "t-bad"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT", "a memory name that is not a string deletes nothing");
     let err = wait(m.recall("ok".into(), js(r#"{"k": -1}"#))).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT");
     let err = wait(m.recall("ok".into(), js(r#"{"topK": 3}"#))).await.unwrap_err();

@@ -153,7 +153,7 @@ async fn state(m: &loci::web::Memory) -> serde_json::Value {
     let mut turns = Vec::new();
     for s in json_of(&wait(m.sessions()).await.unwrap()).as_array().unwrap() {
         let id = s["id"].as_str().unwrap().to_string();
-        for t in json_of(&wait(m.session_turns(id)).await.unwrap()).as_array().unwrap() {
+        for t in json_of(&wait(m.session_turns(id.into())).await.unwrap()).as_array().unwrap() {
             turns.push(serde_json::json!([t["id"], t["session"], t["speaker"], t["text"], t["time"]]));
         }
     }

@@ -39,6 +39,14 @@ async fn a_second_opener_follows_the_first_and_takes_over_when_it_closes() {
     assert_eq!(string(&r, "sessions.0.id"), "b");
     let err = wait(second.recall(JsValue::from(7), JsValue::UNDEFINED)).await.unwrap_err();
     assert_eq!(code(&err), "INVALID_INPUT", "the leader's typed error comes back as is");
+    // A follower keeps its LLM for when it leads, and checks it now: a wrong one is refused here, not found when
+    // this tab takes over (which would close its memory).
+    let err = second.set_llm(js(r#"{"baseUrl": 5, "model": "m"}"#)).unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    assert!(!second.has_llm(), "the refused LLM is not kept");
+    second.set_llm(js(r#"{"baseUrl": "http://127.0.0.1:9/v1", "model": "m"}"#)).expect("a good one is kept");
+    assert!(second.has_llm());
+    second.set_llm(JsValue::NULL).unwrap();
     // A signal travels as an abort message: aborted before the call, it never leaves.
     let controller = web_sys::AbortController::new().unwrap();
     controller.abort();
@@ -148,7 +156,7 @@ async fn assets_are_checked_cached_and_reported() {
     let m = open_with(options).await.expect("reopen");
     let cached = events
         .iter()
-        .any(|e| get(&e, "phase").as_string().as_deref() == Some("model") && get(&e, "cached").as_f64() == Some(1.0));
+        .any(|e| get(&e, "phase").as_string().as_deref() == Some("model") && get(&e, "cached").as_bool() == Some(true));
     assert!(cached, "the second load came from Cache Storage");
     wait(m.close()).await.unwrap();
 

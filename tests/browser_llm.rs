@@ -190,10 +190,20 @@ async fn recall_expands_a_two_part_question_through_the_llm() {
     assert_eq!(num(&r, "expansion.spent.calls"), 1.0);
     assert!(string(&r, "context").contains("Okafor") && string(&r, "context").contains("tomatoes"));
     assert_eq!(num(&wait(m.stats()).await.unwrap(), "llm.expand.calls"), 1.0);
+    // The question's date, when given, is the one the LLM is told (for "last week" and the like).
+    let dated = r#"{"k": 2, "expand": true, "questionTime": "2023-05-08T13:56:00Z"}"#;
+    wait(m.recall(question.into(), js(dated))).await.expect("expanded recall with a date");
+    let log = js_sys::JSON::parse(&fetch_text(&control("__log")).await.unwrap()).unwrap();
+    let last = js_sys::Array::from(&log).pop();
+    let body = js_sys::JSON::stringify(&Reflect::get(&last, &"body".into()).unwrap()).unwrap().as_string().unwrap();
+    assert!(body.contains("Question date: 2023-05-08 13:56 UTC"), "{body}");
+    let before = requests_logged().await;
+    let err = wait(m.recall(question.into(), js(r#"{"expand": true, "questionTime": "soon"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
     // Without `expand`, no call and no report.
     let plain = wait(m.recall(question.into(), js(r#"{"k": 2}"#))).await.unwrap();
     assert!(Reflect::get(&plain, &"expansion".into()).unwrap().is_undefined());
-    assert_eq!(requests_logged().await, before + 1);
+    assert_eq!(requests_logged().await, before, "neither a refused date nor a plain recall calls the LLM");
     // Refused: with `prune`, in answer(), as a non-boolean, and without an LLM.
     for (options, what) in [(r#"{"expand": true, "prune": "extractive"}"#, "prune"), (r#"{"expand": "yes"}"#, "type")] {
         let err = wait(m.recall(question.into(), js(options))).await.unwrap_err();

@@ -155,12 +155,21 @@ async function send(event) {
   try {
     setStatus("Thinking…");
     const started = performance.now();
-    const { answer, note } = await reply(text);
-    // Remember the exchange after answering, so the question does not recall itself.
+    // Remember the exchange after answering, so the question does not recall itself. A reply that failed (the
+    // endpoint down, a rate limit) still leaves the user's message remembered; one that could not be stored goes
+    // back to the box.
+    let replied;
+    try { replied = await reply(text); } catch (e) { replied = { failure: e }; }
     const turns = [{ role: "user", content: text }];
-    if (answer) turns.push({ role: "assistant", content: answer });
-    await memory.addMessages(turns);
-    setStatus(`Replied in ${((performance.now() - started) / 1000).toFixed(1)} s (${note}).`);
+    if (replied.answer) turns.push({ role: "assistant", content: replied.answer });
+    try {
+      await memory.addMessages(turns);
+    } catch (e) {
+      if (!$("message").value) $("message").value = text;
+      throw e;
+    }
+    if (replied.failure) throw replied.failure;
+    setStatus(`Replied in ${((performance.now() - started) / 1000).toFixed(1)} s (${replied.note}).`);
   } catch (e) {
     setStatus(describeError(e), true);
   } finally {

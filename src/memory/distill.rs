@@ -18,6 +18,7 @@ use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::llm::{AbortSignal, Llm};
 use crate::store::{Store, StoredUnit, WriteBatch};
+use crate::text::single_line;
 use crate::types::{format_time, TimeMs, Turn};
 
 /// A job that failed too often, as `stats()` shows it.
@@ -697,15 +698,21 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         facts.truncate(options.facts);
         let mut parts = Vec::new();
         if !facts.is_empty() {
-            let lines: Vec<String> =
-                facts.iter().map(|f| format!("- ({}) {}", format_time(f.item.time), f.item.statement)).collect();
+            // Memory text stays on its line (`single_line`), as in the sessions' context: a stored newline must not
+            // start a line of its own ("### Facts", "- (…) …") that reads as loci's.
+            let lines: Vec<String> = facts
+                .iter()
+                .map(|f| format!("- ({}) {}", format_time(f.item.time), single_line(&f.item.statement)))
+                .collect();
             parts.push(format!("### Facts\n{}", lines.join("\n")));
         }
         for (rank, e) in episodes.iter().enumerate() {
-            let mut s = format!("### Episode: {} ({})\n{}", e.item.title, format_time(e.item.time), e.item.narrative);
+            let (title, narrative) = (single_line(&e.item.title), single_line(&e.item.narrative));
+            let mut s = format!("### Episode: {title} ({})\n{narrative}", format_time(e.item.time));
             if rank < options.raw_episodes {
                 for t in e.item.turn_ids.iter().filter_map(|id| self.turns.get(id)) {
-                    s.push_str(&format!("\n[{}] {}: {}", format_time(t.time), t.speaker, t.text));
+                    let (speaker, text) = (single_line(t.speaker), single_line(&t.text));
+                    s.push_str(&format!("\n[{}] {speaker}: {text}", format_time(t.time)));
                 }
             }
             parts.push(s);

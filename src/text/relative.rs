@@ -55,33 +55,39 @@ fn number(w: &str) -> Option<i64> {
     w.parse().ok().filter(|n| (1..=60).contains(n)).or_else(|| WORDS.iter().position(|x| *x == w).map(|n| n as i64 + 1))
 }
 
+/// `day` moved by `days`; `None` past the calendar's ends (chrono's `+` and `-` panic there, and a turn's time is
+/// the caller's).
+fn shift(day: NaiveDate, days: i64) -> Option<NaiveDate> {
+    day.checked_add_signed(Duration::days(days))
+}
+
 /// The expression starting at `w[0]`: how many words it takes and the date to note.
 fn resolve(day: NaiveDate, w: [&str; 3]) -> Option<(usize, String)> {
-    let monday = day - Duration::days(day.weekday().num_days_from_monday() as i64);
+    let monday = shift(day, -(day.weekday().num_days_from_monday() as i64))?;
     let month_start = day.with_day(1)?;
     let shifted_month = |by: i32| {
         let m = month_start.year() * 12 + month_start.month0() as i32 + by;
         NaiveDate::from_ymd_opt(m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1).map(|d| d.format("%B %Y").to_string())
     };
     Some(match w {
-        ["yesterday", ..] => (1, ymd(day - Duration::days(1))),
+        ["yesterday", ..] => (1, ymd(shift(day, -1)?)),
         ["today" | "tonight", ..] | ["this", "morning" | "afternoon" | "evening", _] => {
             (if w[0] == "this" { 2 } else { 1 }, ymd(day))
         }
-        ["tomorrow", ..] => (1, ymd(day + Duration::days(1))),
-        ["last", "week", _] => (2, format!("the week of {}", ymd(monday - Duration::days(7)))),
-        ["next", "week", _] => (2, format!("the week of {}", ymd(monday + Duration::days(7)))),
+        ["tomorrow", ..] => (1, ymd(shift(day, 1)?)),
+        ["last", "week", _] => (2, format!("the week of {}", ymd(shift(monday, -7)?))),
+        ["next", "week", _] => (2, format!("the week of {}", ymd(shift(monday, 7)?))),
         ["last", "weekend", _] => {
             // The Saturday and Sunday before this week's Monday (said on a weekend: the one before it).
-            let sunday = monday - Duration::days(1);
-            (2, format!("{} to {}", ymd(sunday - Duration::days(1)), ymd(sunday)))
+            let sunday = shift(monday, -1)?;
+            (2, format!("{} to {}", ymd(shift(sunday, -1)?), ymd(sunday)))
         }
         ["last", "month", _] => (2, shifted_month(-1)?),
         ["next", "month", _] => (2, shifted_month(1)?),
         ["last", "year", _] => (2, (day.year() - 1).to_string()),
         ["next", "year", _] => (2, (day.year() + 1).to_string()),
-        [n, "day" | "days", "ago"] => (3, ymd(day - Duration::days(number(n)?))),
-        [n, "week" | "weeks", "ago"] => (3, format!("the week of {}", ymd(monday - Duration::days(7 * number(n)?)))),
+        [n, "day" | "days", "ago"] => (3, ymd(shift(day, -number(n)?)?)),
+        [n, "week" | "weeks", "ago"] => (3, format!("the week of {}", ymd(shift(monday, -7 * number(n)?)?))),
         [n, "month" | "months", "ago"] => (3, shifted_month(-(number(n)? as i32))?),
         [n, "year" | "years", "ago"] => (3, (day.year() - number(n)? as i32).to_string()),
         _ => return None,
@@ -111,6 +117,17 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(anchor_relative_dates(text, SAID), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_calendar_s_ends_are_left_undated_not_a_panic() {
+        use chrono::NaiveDate;
+        let text = "yesterday, tomorrow, last week, next week, last weekend, last month, next year, 3 days ago";
+        for day in [NaiveDate::MIN, NaiveDate::MAX] {
+            let said = day.and_hms_opt(12, 0, 0).unwrap().and_utc().timestamp_millis() as TimeMs;
+            let out = anchor_relative_dates(text, said);
+            assert!(out.starts_with("yesterday"), "{out}");
         }
     }
 

@@ -197,30 +197,43 @@ pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) ->
     Ok(Some(ValidMessage { speaker, text: m.content.clone(), caption, time }))
 }
 
-/// Parses a caller's time into epoch milliseconds.
+/// The times a caller may give: years 1 to 9999. chrono's calendar reaches a little further (about ±262,000 years),
+/// but date arithmetic near its ends overflows, and no chat message was sent outside this.
+const EARLIEST_MS: TimeMs = -62_135_596_800_000.0; // 0001-01-01T00:00:00Z
+const LATEST_MS: TimeMs = 253_402_300_799_999.0; // 9999-12-31T23:59:59.999Z
+
+/// Parses a caller's time into epoch milliseconds (years 1 to 9999).
 pub fn parse_time(t: &TimeInput) -> Result<TimeMs> {
-    match t {
-        TimeInput::Millis(ms) if ms.is_finite() && ms.abs() < 8.64e15 => Ok(*ms),
-        TimeInput::Millis(ms) => Err(Error::invalid(format!("`time` {ms} is not a valid epoch-milliseconds value"))),
-        TimeInput::Text(s) => {
-            let s = s.trim();
-            if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
-                return Ok(dt.timestamp_millis() as f64);
-            }
-            // Naive date-times are read as UTC: the browser's zone is not the memory's business.
-            for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
-                if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
-                    return Ok(dt.and_utc().timestamp_millis() as f64);
-                }
-            }
-            if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-                if let Some(dt) = d.and_hms_opt(0, 0, 0) {
-                    return Ok(dt.and_utc().timestamp_millis() as f64);
-                }
-            }
-            Err(Error::invalid(format!("`time` {s:?} is not an ISO-8601 date or date-time")))
+    let ms = match t {
+        TimeInput::Millis(ms) if ms.is_finite() => *ms,
+        TimeInput::Millis(ms) => {
+            return Err(Error::invalid(format!("`time` {ms} is not a valid epoch-milliseconds value")))
+        }
+        TimeInput::Text(text) => parse_time_text(text.trim())
+            .ok_or_else(|| Error::invalid(format!("`time` {text:?} is not an ISO-8601 date or date-time")))?,
+    };
+    if !(EARLIEST_MS..=LATEST_MS).contains(&ms) {
+        let given = match t {
+            TimeInput::Millis(ms) => ms.to_string(),
+            TimeInput::Text(text) => format!("{text:?}"),
+        };
+        return Err(Error::invalid(format!("`time` {given} is outside the years 1 to 9999")));
+    }
+    Ok(ms)
+}
+
+fn parse_time_text(s: &str) -> Option<TimeMs> {
+    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(dt.timestamp_millis() as f64);
+    }
+    // Naive date-times are read as UTC: the browser's zone is not the memory's business.
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+        if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
+            return Some(dt.and_utc().timestamp_millis() as f64);
         }
     }
+    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    Some(d.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis() as f64)
 }
 
 /// Formats epoch milliseconds as a date header, e.g. `2023-05-08 13:56 UTC`.
@@ -283,6 +296,16 @@ mod tests {
         assert!(t("yesterday").is_err());
         assert!(t("2023-13-45").is_err());
         assert!(parse_time(&TimeInput::Millis(f64::NAN)).is_err());
+        // Years 1 to 9999 only: past them chrono's date arithmetic panics (a recall rendering "yesterday" would trap).
+        assert!(
+            parse_time(&TimeInput::Millis(EARLIEST_MS)).is_ok() && parse_time(&TimeInput::Millis(LATEST_MS)).is_ok()
+        );
+        for out in [EARLIEST_MS - 1.0, LATEST_MS + 1.0, -8.334_601_315_2e15, 8.6e15] {
+            let e = parse_time(&TimeInput::Millis(out)).unwrap_err();
+            assert!(matches!(e, Error::InvalidInput(_)) && e.to_string().contains("years 1 to 9999"), "{out}: {e}");
+        }
+        assert!(t("+10000-01-01T00:00:00").is_err());
+        assert!(t("0000-12-31").is_err());
         assert_eq!(format_time(1_683_554_160_000.0), "2023-05-08 13:56 UTC");
     }
 

@@ -185,7 +185,8 @@ impl Leader {
                 let llm = llm.ok_or_else(|| {
                     Error::LlmUnavailable("`expand` needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
                 })?;
-                let result = shared.recall_expanded(&query, ro, &*llm, js_sys::Date::now(), signal).await?;
+                let asked = opts.question_time.as_ref().map(parse_time).transpose()?.unwrap_or_else(js_sys::Date::now);
+                let result = shared.recall_expanded(&query, ro, &*llm, asked, signal).await?;
                 return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
             }
             if opts.prune.is_some() {
@@ -237,7 +238,7 @@ impl Leader {
     }
 
     pub fn set_llm(&self, llm: JsValue) -> Result<(), JsValue> {
-        let parsed = parse_llm(&llm, &self.tokenizer).map_err(js_error)?;
+        let parsed = parse_llm(&llm, Some(&self.tokenizer)).map_err(js_error)?;
         *self.llm.borrow_mut() = parsed;
         self.jobs.start();
         Ok(())

@@ -8,16 +8,21 @@ pub(super) fn progress(callback: &Option<Function>, phase: &str, detail: Option<
     progress_with(callback, phase, detail, &[]);
 }
 
-/// Calls `onProgress({ phase, detail?, ...numbers })`.
-pub(super) fn progress_with(callback: &Option<Function>, phase: &str, detail: Option<&str>, numbers: &[(&str, f64)]) {
+/// Calls `onProgress({ phase, detail?, ...fields })`.
+pub(super) fn progress_with(
+    callback: &Option<Function>,
+    phase: &str,
+    detail: Option<&str>,
+    fields: &[(&str, JsValue)],
+) {
     if let Some(f) = callback {
         let event = js_sys::Object::new();
         let _ = Reflect::set(&event, &"phase".into(), &phase.into());
         if let Some(d) = detail {
             let _ = Reflect::set(&event, &"detail".into(), &d.into());
         }
-        for (k, v) in numbers {
-            let _ = Reflect::set(&event, &(*k).into(), &JsValue::from_f64(*v));
+        for (k, v) in fields {
+            let _ = Reflect::set(&event, &(*k).into(), v);
         }
         // A throwing progress callback is the app's bug, not a reason to fail the open.
         let _ = f.call1(&JsValue::NULL, &event);
@@ -32,14 +37,14 @@ pub(super) fn report_asset(
     total: Option<f64>,
     cached: bool,
 ) {
-    let mut numbers = vec![("loaded", loaded)];
+    let mut fields = vec![("loaded", JsValue::from_f64(loaded))];
     if let Some(t) = total {
-        numbers.push(("total", t));
+        fields.push(("total", JsValue::from_f64(t)));
     }
     if cached {
-        numbers.push(("cached", 1.0));
+        fields.push(("cached", JsValue::TRUE));
     }
-    progress_with(on_progress, phase, Some(url), &numbers);
+    progress_with(on_progress, phase, Some(url), &fields);
 }
 
 /// Whether a WebGPU adapter exists that is not a software fallback.
@@ -279,7 +284,7 @@ pub(super) async fn open_inner(
     match load_memory(&opts, encryption.as_ref(), config, dist, &model_url, &tokenizer_url, &on_progress).await {
         Ok((core, device_reason)) => {
             let tokenizer = Rc::new(core.tokenizer().clone());
-            let llm = match parse_llm(&llm_option, &tokenizer) {
+            let llm = match parse_llm(&llm_option, Some(&tokenizer)) {
                 Ok(l) => l,
                 Err(e) => {
                     core.into_store().close();
@@ -369,7 +374,12 @@ pub(super) async fn load_memory(
     let quarantined = core.stats().quarantined;
     if !quarantined.is_empty() {
         let detail = quarantined.iter().map(|q| format!("{}/{}: {}", q.store, q.key, q.reason)).collect::<Vec<_>>();
-        progress_with(on_progress, "quarantined", Some(&detail.join("; ")), &[("count", quarantined.len() as f64)]);
+        progress_with(
+            on_progress,
+            "quarantined",
+            Some(&detail.join("; ")),
+            &[("count", JsValue::from_f64(quarantined.len() as f64))],
+        );
     }
     progress(on_progress, "ready", Some(core.device().as_str()));
     Ok((core, device_reason))

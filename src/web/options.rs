@@ -339,12 +339,18 @@ pub(super) fn abort_signal(options: &JsValue) -> Result<Option<AbortSignal>, Err
 /// The user's LLM: `{ baseUrl, apiKey?, model, headers?, timeoutMs?, maxConcurrency?, maxRetries? }` for an
 /// OpenAI-compatible endpoint, or an async function `({ messages, json, maxTokens, temperature }) => ({ text, usage? })`.
 /// The API key lives in this object only: never stored, never logged.
-pub(super) fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option<Rc<dyn Llm>>, Error> {
+/// The LLM of `llm` options; `tokenizer` counts its tokens when the endpoint does not (`None`: a follower tab only
+/// checking the options it keeps for when it leads).
+pub(super) fn parse_llm(v: &JsValue, tokenizer: Option<&Rc<WordPiece>>) -> Result<Option<Rc<dyn Llm>>, Error> {
     if v.is_undefined() || v.is_null() {
         return Ok(None);
     }
     if let Some(f) = v.dyn_ref::<Function>() {
-        return Ok(Some(Rc::new(CallbackLlm::new(f.clone()).with_tokenizer(tokenizer.clone()))));
+        let llm = CallbackLlm::new(f.clone());
+        return Ok(Some(Rc::new(match tokenizer {
+            Some(t) => llm.with_tokenizer(t.clone()),
+            None => llm,
+        })));
     }
     check_keys(
         v,
@@ -379,7 +385,10 @@ pub(super) fn parse_llm(v: &JsValue, tokenizer: &Rc<WordPiece>) -> Result<Option
     if let Some(c) = o.context_tokens {
         config.context_tokens = c;
     }
-    let client = OpenAiClient::new(config, FetchTransport::new())?.with_tokenizer(tokenizer.clone());
+    let mut client = OpenAiClient::new(config, FetchTransport::new())?;
+    if let Some(t) = tokenizer {
+        client = client.with_tokenizer(t.clone());
+    }
     Ok(Some(Rc::new(client)))
 }
 

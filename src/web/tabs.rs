@@ -283,8 +283,12 @@ impl Memory {
     /// (`onProgress` `{ phase: "closed" }`); a connection that holds on (other code, an older loci) makes this fail
     /// with `BLOCKED_BY_OTHER_TAB` after 3 s instead of waiting for ever.
     #[wasm_bindgen(js_name = deleteDatabase, unchecked_return_type = "Promise<void>")]
-    pub fn delete_database(name: String) -> Promise {
-        spawn(async move { IdbStore::delete(&name).await.map(|_| JsValue::UNDEFINED) })
+    pub fn delete_database(#[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> Promise {
+        // Taken as a JS value: a `String` parameter would turn a number or an object into "" and delete nothing.
+        match name.as_string() {
+            Some(name) => spawn(async move { IdbStore::delete(&name).await.map(|_| JsValue::UNDEFINED) }),
+            None => rejected(Error::invalid("the memory's name must be a string")),
+        }
     }
 
     /// The memory's name.
@@ -319,9 +323,9 @@ impl Memory {
         match &*self.role.borrow() {
             Role::Leading(l) => l.leader.set_llm(llm),
             Role::Following(f) => {
-                if !(llm.is_null() || llm.is_undefined() || llm.is_object()) {
-                    return Err(js_error(Error::invalid("`llm` must be an endpoint object, a function or null")));
-                }
+                // Checked now as the leader would check it: found wrong only when this tab takes over, it would
+                // close the memory then.
+                parse_llm(&llm, None).map_err(js_error)?;
                 Reflect::set(&f.options, &"llm".into(), &llm).map(|_| ())
             }
             Role::Promoting(_) => {
@@ -406,7 +410,10 @@ impl Memory {
 
     /// The turns of one session, in order.
     #[wasm_bindgen(js_name = sessionTurns, unchecked_return_type = "Promise<Turn[]>")]
-    pub fn session_turns(&self, session: String) -> Promise {
+    pub fn session_turns(&self, #[wasm_bindgen(unchecked_param_type = "string")] session: JsValue) -> Promise {
+        let Some(session) = session.as_string() else {
+            return rejected(Error::invalid("the session id must be a string"));
+        };
         let args = call_args(&[&session.as_str().into()]);
         self.route("sessionTurns", args, move |leader| leader.session_turns(session))
     }

@@ -18,7 +18,8 @@ let failed = false;
 let server;
 let browser;
 try {
-  const tarball = run("npm", ["pack", "--silent", "--pack-destination", work], root).trim().split("\n").pop();
+  // The build step before this one made pkg/; `prepack` (a publish from a fresh clone) would only make it again.
+  const tarball = run("npm", ["pack", "--silent", "--ignore-scripts", "--pack-destination", work], root).trim().split("\n").pop();
   const app = join(work, "app");
   mkdirSync(app);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "loci-consumer", private: true, type: "module" }));
@@ -31,7 +32,8 @@ try {
   const got = JSON.parse(readFileSync(join(app, "node_modules", "onnxruntime-web", "package.json"), "utf8")).version;
   assert.equal(got, pinned, "onnxruntime-web version in the consumer");
 
-  // Types: a strict TypeScript consumer of the public API compiles.
+  // Types: a strict TypeScript consumer of the public API compiles, a browser app's: no @types/node (which
+  // onnxruntime-web's dependencies install) to lend it Node's declarations.
   writeFileSync(join(app, "consumer.ts"), `
 import init, { Memory, type RecallResult, type Stats, type LociError, type OpenOptions, type Fact, type FlushReport,
   type DistillProgressEvent } from "loci";
@@ -60,10 +62,18 @@ export function describe(e: DistillProgressEvent): string {
 }
 `);
   writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
-    compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022", "dom"] },
+    compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022", "dom"], types: [] },
     files: ["consumer.ts"],
   }));
   run(join(root, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.json"], app);
+  // The same consumer under Node's own module rules (node16 / nodenext): the package must read as ES modules there
+  // too, or `import init from "loci"` would type as a CommonJS module's default.
+  writeFileSync(join(app, "tsconfig.node.json"), JSON.stringify({
+    compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "nodenext", moduleResolution: "nodenext", lib: ["es2022", "dom"], types: [] },
+    files: ["consumer.ts"],
+  }));
+  run(join(root, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.node.json"], app);
+  assert.ok(!files.includes("package.json"), "no package.json of wasm-bindgen's in pkg/ overrides the package's own");
 
   // Use: a plain page importing the installed package; the app hosts the model and onnxruntime-web's files.
   mkdirSync(join(app, "assets", "model"), { recursive: true });
