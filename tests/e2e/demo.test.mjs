@@ -138,14 +138,14 @@ try {
   // The endpoint fails (401: not retried): the reply is a typed error on the status line, and the user's message
   // is still remembered.
   const control = llmUrl.replace(/\/v1\/?$/, "");
-  const turnsBefore = await page.evaluate(async () => (await window.loci.memory.stats()).turns);
+  const turnsBeforeFailure = await page.evaluate(async () => (await window.loci.memory.stats()).turns);
   await fetch(`${control}/__script`, { method: "POST", body: JSON.stringify([{ status: 401, message: "bad key", times: 50 }]) });
   await page.fill("#message", "My sister Ana arrives on Friday.");
   await page.click("#send");
   await page.waitForFunction(() => document.querySelector("#send").disabled === false
     && document.querySelector("#status").textContent !== "Thinking…", null, { timeout: 60_000 });
   assert.match(await page.textContent("#status"), /^LLM_[A-Z_]+: /, "the failure is reported, with its code");
-  assert.equal(await page.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBefore + 1,
+  assert.equal(await page.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBeforeFailure + 1,
     "the user's message is kept although the reply failed");
   await fetch(`${control}/__reset`, { method: "POST" });
 
