@@ -39,9 +39,10 @@ pub enum Error {
     /// The LLM endpoint could not be reached or kept failing (network errors, 5xx) after the retries.
     #[error("LLM unavailable: {0}")]
     LlmUnavailable(String),
-    /// The LLM endpoint kept answering 429 after the retries.
-    #[error("LLM rate limited: {0}")]
-    LlmRateLimited(String),
+    /// The LLM endpoint kept answering 429 after the retries, or asked for a longer wait than a call waits out
+    /// (`retry_after_ms`, its `Retry-After`: background distillation waits that long before trying again).
+    #[error("LLM rate limited: {message}")]
+    LlmRateLimited { message: String, retry_after_ms: Option<u64> },
     /// The LLM endpoint refused the request (401, 403, 404, 400…); retrying would not help.
     #[error("LLM request rejected: {0}")]
     LlmRejected(String),
@@ -84,7 +85,7 @@ impl Error {
             Error::Closed => "CLOSED",
             Error::NotFound(_) => "NOT_FOUND",
             Error::LlmUnavailable(_) => "LLM_UNAVAILABLE",
-            Error::LlmRateLimited(_) => "LLM_RATE_LIMITED",
+            Error::LlmRateLimited { .. } => "LLM_RATE_LIMITED",
             Error::LlmRejected(_) => "LLM_REJECTED",
             Error::LlmContextExceeded(_) => "LLM_CONTEXT_EXCEEDED",
             Error::LlmBadReply(_) => "LLM_BAD_REPLY",

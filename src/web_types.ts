@@ -43,7 +43,8 @@ export interface DistillOptions {
   predictFacts?: number;
   /** Nearest facts a new fact is consolidated against (default 5). */
   consolidateCandidates?: number;
-  /** Failures before a job is parked (default 5). */
+  /** Failures before a job is parked (default 5). A rate limit (429) is not one: the job waits as long as the
+   * endpoint's `Retry-After` asks (at least its backoff) and tries again. */
   maxAttempts?: number;
   /** First retry delay after a failure, doubling per attempt (default 2,000). */
   backoffMs?: number;

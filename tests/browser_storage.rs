@@ -210,6 +210,7 @@ fn distill_batches() -> Vec<WriteBatch> {
         id,
         work,
         attempts: 0,
+        rate_limited: 0,
         next_try: 1.7e12,
         parked: false,
         last_error: None,

@@ -2,7 +2,8 @@
 //! answered through the scripted server set to a 2,048-token context (it answers 400 "exceeds the available context
 //! size", as llama.cpp does, to anything longer). With the window told to loci, nothing is ever refused; with a
 //! larger window claimed than the server has, the refusals are recognised and the prompts re-sent smaller — never
-//! parked as bad jobs. A reply cut at the output cap (`finish_reason: "length"`) is retried and counted.
+//! parked as bad jobs. A reply cut at the output cap (`finish_reason: "length"`) is retried and counted. And an
+//! endpoint that rate-limits for longer than a call waits is waited for as long as it asks, never parked for.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -126,4 +127,42 @@ fn answers_fit_and_a_reply_cut_at_the_cap_is_retried_and_counted() {
     let l = m.stats().llm;
     assert_eq!((l.prune.truncated, l.prune.calls, l.answer.calls), (1, 2, 1), "{l:?}");
     assert!(l.prune.cut >= 1, "the pruning prompt quoted the document cut");
+}
+
+#[test]
+fn a_rate_limited_endpoint_is_waited_for_as_long_as_it_asks_and_never_parks_a_job() {
+    let server = LlmServer::start();
+    let llm = client(&server, CONTEXT);
+    let mut m = open(true);
+    block_on(m.add_messages(&chat()[..2], Some("trip"), T0)).unwrap();
+    // More 429s than a job's failures allowed (5), each asking for an hour: longer than a call waits (60 s).
+    let limits = 2 * loci::distill::DistillConfig::default().max_attempts as usize;
+    server.script(json!([{ "status": 429, "retryAfter": 3600, "times": limits }]));
+    let mut now = T0 + 1e6;
+    let mut report = block_on(m.flush(&llm, now, None, &mut |_| {})).expect("flush");
+    for limited in 1..=limits {
+        assert_eq!((report.failures, report.parked), (1, 0), "429 #{limited}: failed, not parked: {report:?}");
+        assert_eq!(server.log().len(), limited, "one request per 429: none retried sooner");
+        let next = report.next_try.expect("the job waits");
+        assert!(
+            next >= now + 3_600_000.0,
+            "429 #{limited}: retried after {} s, not the hour asked",
+            (next - now) / 1e3
+        );
+        // Not before the time asked.
+        let early = block_on(m.run_jobs(&llm, next - 1.0, None, &mut |_| {})).unwrap();
+        assert_eq!((early.jobs_run, early.failures), (0, 0));
+        now = next;
+        report = block_on(m.run_jobs(&llm, now, None, &mut |_| {})).expect("run jobs");
+    }
+    // The endpoint answers again: the job runs, nothing was parked on the way.
+    loop {
+        assert_eq!((report.failures, report.parked), (0, 0), "{report:?}");
+        match report.next_try {
+            Some(t) => report = block_on(m.run_jobs(&llm, now.max(t), None, &mut |_| {})).unwrap(),
+            None => break,
+        }
+    }
+    assert!(m.distill_stats().parked.is_empty());
+    assert_eq!(m.episodes().iter().map(|e| e.turn_ids.len()).sum::<usize>(), 2, "both turns distilled");
 }

@@ -112,7 +112,7 @@ fn bad(msg: String) -> Error {
 pub(crate) fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
     let id = *meta_next;
     *meta_next += 1;
-    Job { id, work, attempts: 0, next_try: now, parked: false, last_error: None, created: now }
+    Job { id, work, attempts: 0, rate_limited: 0, next_try: now, parked: false, last_error: None, created: now }
 }
 
 /// Output caps per step, in tokens: what the reply's JSON needs with room to spare (a small model that rambles

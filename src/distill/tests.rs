@@ -73,9 +73,19 @@ impl Rig {
     fn queue(&mut self, work: JobKind) {
         let id = self.state.meta.next_job;
         self.state.meta.next_job += 1;
-        self.state
-            .jobs
-            .insert(id, Job { id, work, attempts: 0, next_try: 0.0, parked: false, last_error: None, created: 0.0 });
+        self.state.jobs.insert(
+            id,
+            Job {
+                id,
+                work,
+                attempts: 0,
+                rate_limited: 0,
+                next_try: 0.0,
+                parked: false,
+                last_error: None,
+                created: 0.0,
+            },
+        );
     }
 
     /// Runs the head job with `llm`; applies its write.
@@ -315,6 +325,7 @@ fn forget_rig() -> DistillState {
                 ],
             },
             attempts: 0,
+            rate_limited: 0,
             next_try: 0.0,
             parked: false,
             last_error: None,

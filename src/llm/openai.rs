@@ -321,8 +321,9 @@ impl<T: HttpTransport> OpenAiClient<T> {
                     (Error::LlmContextExceeded(describe(&resp)), None)
                 }
                 Ok(resp) if resp.status == 429 => {
-                    let err = Error::LlmRateLimited(describe(&resp));
-                    match resp.header("retry-after").and_then(|v| parse_retry_after(v, self.transport.now_ms())) {
+                    let hint = resp.header("retry-after").and_then(|v| parse_retry_after(v, self.transport.now_ms()));
+                    let err = Error::LlmRateLimited { message: describe(&resp), retry_after_ms: hint };
+                    match hint {
                         Some(ms) if ms > self.config.max_retry_after_ms => (err, None),
                         Some(ms) => (err, Some(ms)),
                         None => (err, Some(self.backoff_ms(retries))),
@@ -635,7 +636,9 @@ mod tests {
 
         limited.headers[0].1 = "3600".into();
         let c = client(vec![Ok(limited)]);
-        assert_eq!(pollster::block_on(c.chat(&request(false))).unwrap_err().code(), "LLM_RATE_LIMITED");
+        let e = pollster::block_on(c.chat(&request(false))).unwrap_err();
+        assert_eq!(e.code(), "LLM_RATE_LIMITED");
+        assert!(matches!(e, Error::LlmRateLimited { retry_after_ms: Some(3_600_000), .. }), "the wait asked: {e:?}");
         assert!(c.transport.slept.borrow().is_empty());
     }
 

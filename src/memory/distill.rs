@@ -387,11 +387,19 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                     self.phase(p).errors += 1;
                 }
                 let mut j = ticket.job.clone();
-                j.attempts += 1;
                 j.last_error = Some(format!("{}: {e}", e.code()));
-                // A refused request (bad key, unknown model) will not fix itself: park at once.
-                j.parked = j.attempts >= ticket.config.max_attempts || matches!(e, Error::LlmRejected(_));
-                j.next_try = ticket.now + ticket.config.backoff(j.attempts);
+                if let Error::LlmRateLimited { retry_after_ms, .. } = &e {
+                    // The endpoint asks for time: wait at least what it says, back off, and never park for it
+                    // (the queue waits on the endpoint either way).
+                    j.rate_limited += 1;
+                    let asked = retry_after_ms.map_or(0.0, |ms| ms as f64);
+                    j.next_try = ticket.now + ticket.config.backoff(j.rate_limited).max(asked);
+                } else {
+                    j.attempts += 1;
+                    // A refused request (bad key, unknown model) will not fix itself: park at once.
+                    j.parked = j.attempts >= ticket.config.max_attempts || matches!(e, Error::LlmRejected(_));
+                    j.next_try = ticket.now + ticket.config.backoff(j.attempts);
+                }
                 let parked = j.parked;
                 self.commit_distill(DistillWrite { jobs: vec![j], ..Default::default() }).await?;
                 Ok(if parked { JobOutcome::Parked } else { JobOutcome::Failed })
@@ -466,7 +474,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .jobs
             .values()
             .filter(|j| j.parked)
-            .map(|j| Job { parked: false, attempts: 0, next_try: now, ..j.clone() })
+            .map(|j| Job { parked: false, attempts: 0, rate_limited: 0, next_try: now, ..j.clone() })
             .collect();
         let n = jobs.len();
         self.commit_distill(DistillWrite { jobs, ..Default::default() }).await?;

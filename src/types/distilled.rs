@@ -116,6 +116,10 @@ pub struct Job {
     pub id: u64,
     pub work: JobKind,
     pub attempts: u32,
+    /// Rate limits (429s) this job met: they back off like failures but never park it, since the
+    /// endpoint asked for time, not refused the work.
+    #[serde(default)]
+    pub rate_limited: u32,
     /// Not run before this time (backoff after a failure).
     pub next_try: TimeMs,
     /// Failed too often; skipped until retried explicitly. Never deleted.
