@@ -32,7 +32,9 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic"],
+    "--disable-sync", "--no-first-run", "--disable-quic",
+    // A hostname of the demo's own (see the telemetry check), treated as secure like localhost (Web Locks, caches).
+    "--host-resolver-rules=MAP loci.test 127.0.0.1", `--unsafely-treat-insecure-origin-as-secure=${origin.replace("127.0.0.1", "loci.test")}`],
 });
 
 const ready = (page) => page.waitForFunction(() => window.loci && window.loci.memory, null, { timeout: 120_000 });
@@ -228,6 +230,29 @@ try {
   assert.match(await second.textContent("#evidence"), /Captain/, "the second tab recalls after the takeover");
   assert.deepEqual(consoleViolations, [], "no CSP report in the console");
   console.log("e2e: a second tab followed the first, then took over when it closed");
+
+  // No telemetry: ort-web sends a beacon when a model session starts unless told not to, but only where it thinks a
+  // real user is (not on localhost, not under automation), so on 127.0.0.1 above it could not have. Here the demo
+  // is served under a hostname of its own, with `navigator.webdriver` false and `sendBeacon` recorded, not sent.
+  const away = await browser.newContext();
+  await away.addInitScript(() => {
+    Object.defineProperty(Navigator.prototype, "webdriver", { get: () => false });
+    window.beacons = [];
+    navigator.sendBeacon = (url) => { window.beacons.push(String(url)); return true; };
+  });
+  const awayPage = await away.newPage();
+  const awayOrigin = origin.replace("127.0.0.1", "loci.test");
+  const awayRequests = [];
+  awayPage.on("request", (r) => awayRequests.push(r.url()));
+  await awayPage.goto(`${awayOrigin}/www/`);
+  await ready(awayPage);
+  assert.match(await awayPage.textContent("#status"), /Ready: embedding on/, "the model session started");
+  await awayPage.evaluate(() => window.loci.memory.recall("anything at all"));
+  assert.equal(await awayPage.evaluate(() => navigator.webdriver), false);
+  assert.deepEqual(await awayPage.evaluate(() => window.beacons), [], "no telemetry beacon");
+  assert.deepEqual(awayRequests.filter((u) => !u.startsWith(awayOrigin) && !/^(data|blob):/.test(u)), []);
+  await away.close();
+  console.log("e2e: no telemetry beacon from a page that is not on localhost and not under automation");
 
   const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !/^(data|blob):/.test(u));
   assert.deepEqual(foreign, [], "nothing leaves the page but calls to the user's endpoint");
