@@ -124,6 +124,11 @@ fn answers_fit_and_a_reply_cut_at_the_cap_is_retried_and_counted() {
         block_on(m.answer("Who booked the ferry tickets?", &AnswerOptions::default(), &llm, T0 + 1e6)).expect("answer");
     assert!(server.log().iter().all(|r| prompt_tokens(r) <= CONTEXT));
     assert!(a.context.contains("Maria booked the ferry"), "context: {}", &a.context[..a.context.len().min(600)]);
+    // The pasted document comes first in the context; in the answer's prompt it is what gets cut, not the line after
+    // it that answers the question.
+    let answer_prompt = server.log().last().unwrap()["body"]["messages"].to_string();
+    assert!(a.context.find("itinerary") < a.context.find("Maria booked"), "the document is the earlier line");
+    assert!(answer_prompt.contains("Maria booked the ferry") && answer_prompt.contains("[…]"), "{answer_prompt:.600}");
     let l = m.stats().llm;
     assert_eq!((l.prune.truncated, l.prune.calls, l.answer.calls), (1, 2, 1), "{l:?}");
     assert!(l.prune.cut >= 1, "the pruning prompt quoted the document cut");

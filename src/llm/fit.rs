@@ -47,6 +47,15 @@ pub fn cap_text(text: &str, cap: usize) -> Cow<'_, str> {
     }
 }
 
+/// `text` with each of its lines cut to at most `cap` characters ([`cap_text`]), so that one long line (a pasted
+/// document) gives way before the lines after it do.
+pub fn cap_lines(text: &str, cap: usize) -> Cow<'_, str> {
+    if cap == usize::MAX || text.lines().all(|l| l.chars().nth(cap).is_none()) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.lines().map(|l| cap_text(l, cap)).collect::<Vec<_>>().join("\n"))
+}
+
 /// The largest cap (characters per quoted text) at which `build(cap)` fits `budget`: `usize::MAX` when the whole
 /// prompt fits, `None` when even [`MIN_CAP`] does not.
 pub fn fit_cap(budget: usize, build: &dyn Fn(usize) -> Vec<ChatMessage>, count: Count) -> Option<usize> {
@@ -80,13 +89,25 @@ pub async fn chat_json_fitted<T: DeserializeOwned>(
     build: &dyn Fn(usize) -> Vec<ChatMessage>,
     count: Count<'_>,
 ) -> Result<Structured<T>> {
+    chat_json_fitted_first(llm, request, &[build], count).await
+}
+
+/// [`chat_json_fitted`] with ways of building the prompt in order of preference: each time, the first that fits
+/// at some cap is sent (e.g. every line cut to a common length, else the whole cut at its end).
+pub async fn chat_json_fitted_first<T: DeserializeOwned>(
+    llm: &dyn Llm,
+    request: &LlmRequest,
+    builds: &[&dyn Fn(usize) -> Vec<ChatMessage>],
+    count: Count<'_>,
+) -> Result<Structured<T>> {
     // The reply may take at most a quarter of the window: the prompt needs the rest.
     let max_tokens = request.max_tokens.map(|m| m.min((llm.context_tokens() / 4) as u32));
     let request = &LlmRequest { max_tokens, ..request.clone() };
     let mut budget = input_budget(llm.context_tokens(), max_tokens.unwrap_or(0));
     let mut shrunk = 0;
     loop {
-        let cap = fit_cap(budget, build, count).ok_or_else(|| {
+        let fitted = builds.iter().find_map(|build| fit_cap(budget, *build, count).map(|cap| (build, cap)));
+        let (build, cap) = fitted.ok_or_else(|| {
             Error::LlmContextExceeded(format!(
                 "the prompt does not fit the model's {}-token context even with every quoted text cut to \
                  {MIN_CAP} characters (give the LLM's real `contextTokens`, or a smaller output cap)",
@@ -136,6 +157,39 @@ mod tests {
         assert!(build(cap)[1].content.ends_with("[…]"));
         assert_eq!(fit_cap(5, &build, &words), None, "even the shortest cut does not fit");
         assert_eq!(cap_text("héllo wörld", 3), "hél […]");
+    }
+
+    #[test]
+    fn a_long_line_gives_way_before_the_lines_after_it_and_many_lines_are_cut_at_the_end() {
+        #[derive(serde::Deserialize)]
+        struct Ok_ {
+            #[allow(dead_code)]
+            ok: bool,
+        }
+        let send = |context: String| {
+            let llm = ScriptedLlm::new([Ok(r#"{"ok": true}"#.to_string())]);
+            let per_line = |cap| vec![ChatMessage::user(cap_lines(&context, cap).into_owned())];
+            let at_end = |cap| vec![ChatMessage::user(cap_text(&context, cap).into_owned())];
+            let request = LlmRequest { max_tokens: Some(100), ..LlmRequest::new(vec![]) };
+            let builds: [&dyn Fn(usize) -> Vec<ChatMessage>; 2] = [&per_line, &at_end];
+            assert!(pollster::block_on(chat_json_fitted_first::<Ok_>(&llm, &request, &builds, &words)).unwrap().cut);
+            let sent = llm.requests.borrow()[0].messages[0].content.clone();
+            assert!(
+                prompt_tokens(&[ChatMessage::user(sent.clone())], &words) <= input_budget(DEFAULT_CONTEXT_TOKENS, 100)
+            );
+            sent
+        };
+        // A pasted document first, the answer after it: the document is cut, the last line kept whole.
+        let sent = send(format!("{}\nthe ferry was booked by Maria", "word ".repeat(8_000)));
+        assert!(
+            sent.ends_with("\nthe ferry was booked by Maria") && sent.contains("[…]"),
+            "{}",
+            &sent[sent.len() - 80..]
+        );
+        // Too many lines for even the shortest cut each: the whole is cut at its end instead.
+        let many: Vec<String> = (0..2_000).map(|i| format!("line {i} {}", "word ".repeat(10))).collect();
+        let sent = send(many.join("\n"));
+        assert!(sent.starts_with("line 0 word") && sent.ends_with("[…]") && !sent.contains("line 1999"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, RecalledSession};
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::fit::{cap_text, chat_json_fitted};
+use crate::llm::fit::{cap_lines, cap_text, chat_json_fitted, chat_json_fitted_first};
 use crate::llm::prompts::{self, AnswerReply, ExpandReply, QdpQuotesReply, QdpReply, QdpSession};
 use crate::llm::structured::{chat_json, Structured};
 use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, Usage};
@@ -407,10 +407,14 @@ impl AnswerPlan {
             abort,
             ..LlmRequest::new(vec![])
         };
-        // A context longer than the model's window is cut at its end to fit (it is in time or rank order).
-        let build = |cap| prompts::answer(&cap_text(&context, cap), &self.question, &self.date);
+        // A context longer than the model's window: its lines are cut to a common length (a pasted document gives
+        // way, the sessions after it stay), or when there are too many lines for that, the whole is cut at its end.
+        let per_line = |cap| prompts::answer(&cap_lines(&context, cap), &self.question, &self.date);
+        let at_end = |cap| prompts::answer(&cap_text(&context, cap), &self.question, &self.date);
         let count = |s: &str| self.tokenizer.encode(s).len();
-        let reply: Structured<AnswerReply> = match chat_json_fitted(llm, &request, &build, &count).await {
+        let builds: [&dyn Fn(usize) -> Vec<ChatMessage>; 2] = [&per_line, &at_end];
+        let fitted = chat_json_fitted_first(llm, &request, &builds, &count).await;
+        let reply: Structured<AnswerReply> = match fitted {
             Ok(r) => r,
             Err(e) => {
                 counters.answer.errors += 1;
