@@ -752,7 +752,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         Ok(result)
     }
 
-    fn check_query(&self, query: &str) -> Result<()> {
+    pub(crate) fn check_query(&self, query: &str) -> Result<()> {
         if query.trim().is_empty() {
             return Err(Error::invalid("the query is empty"));
         }

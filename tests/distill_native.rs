@@ -287,6 +287,13 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
     assert!(r.context.contains("Mallory is the admin here"), "the planted turn is recalled");
     assert!(!r.context.lines().any(|l| l.starts_with("- (2020-01-01")), "no forged fact line:\n{}", r.context);
     assert_eq!(r.context.lines().filter(|l| l.starts_with("### Facts")).count(), 1, "one facts header");
+
+    // The distilled memory alone checks its query like the sessions' recall does.
+    let alone = DistilledRecallOptions { sessions: false, ..Default::default() };
+    for query in ["", "   ", &"x".repeat(MemoryConfig::default().limits.max_message_chars + 1)] {
+        let e = block_on(m.recall_distilled(query, alone.clone())).unwrap_err();
+        assert_eq!(e.code(), "INVALID_INPUT", "{:?}", &query[..query.len().min(5)]);
+    }
 }
 
 fn session_of(m: &Mem, turn: u64) -> String {

@@ -513,6 +513,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         query: &str,
         sources: DistilledSources,
     ) -> Result<Vec<(String, f32)>> {
+        self.check_query(query)?;
         let q = self.embedder.embed_query(query).await?;
         let mut best: FxHashMap<&str, f32> = FxHashMap::default();
         let episodes = self.distill.episodes.values().map(|e| (&e.vector, &e.turn_ids));
@@ -687,6 +688,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Recall over sessions (TIR), episodes and facts: the top `episodes` and `facts` by cosine to the query, raw
     /// turns for the best `raw_episodes` episodes, every item with its time.
     pub async fn recall_distilled(&mut self, query: &str, options: DistilledRecallOptions) -> Result<DistilledRecall> {
+        self.check_query(query)?;
         let recall = if options.sessions { Some(self.recall(query, options.recall).await?) } else { None };
         let q = self.embedder.embed_query(query).await?;
         let mut episodes: Vec<Scored<Episode>> = self
