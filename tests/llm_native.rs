@@ -95,6 +95,11 @@ fn a_401_is_not_retried_and_the_error_does_not_leak_the_key() {
     assert!(err.to_string().contains("401") && err.to_string().contains("invalid api key"), "{err}");
     assert!(!err.to_string().contains(KEY) && !format!("{err:?}").contains(KEY));
     assert_eq!(server.log().len(), 1);
+    // An endpoint that echoes the key in its error: the key is taken out of loci's error (a job would store it).
+    let echo = format!("invalid api key {KEY}, check it");
+    server.script(json!([{"status": 401, "message": echo}]));
+    let err = block_on(client(&server).chat(&ask(false))).unwrap_err();
+    assert!(err.to_string().contains("invalid api key [redacted], check it"), "{err}");
 }
 
 #[test]

@@ -256,6 +256,18 @@ impl<T: HttpTransport> OpenAiClient<T> {
         h
     }
 
+    /// An error answer as text for loci's error, with the key and the header values taken out: an endpoint (or a
+    /// proxy) that echoes the request would otherwise put them in an error message, which a job keeps in its
+    /// `lastError` in IndexedDB.
+    fn describe(&self, resp: &HttpResponse) -> String {
+        let mut text = describe(resp);
+        let secrets = self.config.api_key.iter().chain(self.config.headers.iter().map(|(_, v)| v));
+        for secret in secrets.filter(|s| s.len() >= 8) {
+            text = text.replace(secret.as_str(), "[redacted]");
+        }
+        text
+    }
+
     fn backoff_ms(&self, retry: u32) -> u64 {
         // xorshift64*: jitter only, no need for a crypto source.
         let mut x = self.rng.get();
@@ -318,11 +330,11 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 }
                 // The prompt is too long for this model: not retried as is (the caller sends it smaller).
                 Ok(resp) if (resp.status == 400 || resp.status == 413) && mentions_context_size(&resp.body) => {
-                    (Error::LlmContextExceeded(describe(&resp)), None)
+                    (Error::LlmContextExceeded(self.describe(&resp)), None)
                 }
                 Ok(resp) if resp.status == 429 => {
                     let hint = resp.header("retry-after").and_then(|v| parse_retry_after(v, self.transport.now_ms()));
-                    let err = Error::LlmRateLimited { message: describe(&resp), retry_after_ms: hint };
+                    let err = Error::LlmRateLimited { message: self.describe(&resp), retry_after_ms: hint };
                     match hint {
                         Some(ms) if ms > self.config.max_retry_after_ms => (err, None),
                         Some(ms) => (err, Some(ms)),
@@ -330,9 +342,9 @@ impl<T: HttpTransport> OpenAiClient<T> {
                     }
                 }
                 Ok(resp) if resp.status >= 500 => {
-                    (Error::LlmUnavailable(describe(&resp)), Some(self.backoff_ms(retries)))
+                    (Error::LlmUnavailable(self.describe(&resp)), Some(self.backoff_ms(retries)))
                 }
-                Ok(resp) => (Error::LlmRejected(describe(&resp)), None),
+                Ok(resp) => (Error::LlmRejected(self.describe(&resp)), None),
             };
             match wait {
                 Some(ms) if retries < self.config.max_retries => {
