@@ -399,6 +399,41 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     reset().await;
 }
 
+/// The chat goes first on a model that serves one request at a time (`maxConcurrency: 1`, as a local llama.cpp or
+/// WebLLM does): an answer asked while a background job waits on the model cancels that job's call instead of
+/// queueing behind it (60 s here: the call hangs); the job stays queued and runs again once the answer is done.
+#[wasm_bindgen_test]
+async fn an_answer_goes_before_a_background_job_on_a_one_request_model() {
+    let Some(conv) = conversation().await else { return };
+    reset().await;
+    delete("t-distill-first").await;
+    let llm = format!(
+        r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 60000, "maxRetries": 0, "maxConcurrency": 1}}"#,
+        server()
+    );
+    let distill = r#"{"window": 6, "backoffMs": 20, "maxBackoffMs": 100}"#;
+    let options = open_options("t-distill-first", "wasm", &format!(r#", "distill": {distill}, "llm": {llm}"#));
+    let m = open_with(options).await.unwrap();
+    script(r#"[{"hang": true}]"#).await;
+    let before = server_requests().await;
+    let (first, msgs) = &conv.sessions[0];
+    add(&m, first, msgs).await;
+    until_requests_exceed(before).await; // a background job now waits on the hung call, holding the model's one slot
+    let started = js_sys::Date::now();
+    let answer = wait(m.answer("What did Caroline talk about?".into(), js(r#"{"prune": "none"}"#))).await;
+    let took = js_sys::Date::now() - started;
+    let answer = answer.expect("an answer while a job waited on the model");
+    assert!(!string(&answer, "answer").is_empty());
+    assert!(took < 20_000.0, "the answer waited {took} ms behind a background job's call");
+    // The cancelled job was not a failure, and it ran again after the answer.
+    let stats = until_no_jobs(&m, 60).await;
+    assert_eq!(len(&stats, "distill.parked"), 0);
+    assert!(num(&stats, "distill.episodes") > 0.0, "the job ran after the answer");
+    wait(m.close()).await.unwrap();
+    delete("t-distill-first").await;
+    reset().await;
+}
+
 #[wasm_bindgen_test]
 async fn forgetting_cascades_through_js_and_persists() {
     let Some(conv) = conversation().await else { return };

@@ -8,6 +8,12 @@ use super::*;
 /// `addMessages`, `recall` and `stats` go on meanwhile. Retry backoffs are waited out on a timer. Started after
 /// `addMessages`, at open (work queued before a reload resumes), and when an LLM is set or parked jobs are retried;
 /// it stops when nothing is due, the memory closes, or the LLM is removed. Only one runs per memory.
+///
+/// The chat goes first: while an answer, an LLM pruning or an expansion is waiting on the model
+/// ([`JobRunner::foreground`]), no job starts, and the job whose call is in flight when one begins is cancelled
+/// (it stays queued, as after a close) and runs again once the chat's calls are done. A user's model often serves
+/// one request at a time (a local llama.cpp, WebLLM): a distillation call of a minute would otherwise stand
+/// between the user and the reply.
 #[derive(Clone)]
 pub(super) struct JobRunner {
     pub(super) shared: Shared,
@@ -16,18 +22,64 @@ pub(super) struct JobRunner {
     /// Opened with `distill` and `autoRun` (the default).
     pub(super) enabled: bool,
     pub(super) running: Rc<std::cell::Cell<bool>>,
+    /// Chat calls waiting on the model now.
+    pub(super) foreground: Rc<std::cell::Cell<usize>>,
+    /// Cancels the job call in flight, if any.
+    pub(super) in_flight: Rc<RefCell<Option<AbortSignal>>>,
+}
+
+/// Held while a chat call waits on the model (see [`JobRunner`]); the runner resumes when the last one is dropped.
+pub(super) struct Foreground(JobRunner);
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        let left = self.0.foreground.get().saturating_sub(1);
+        self.0.foreground.set(left);
+        if left == 0 {
+            self.0.start();
+        }
+    }
 }
 
 impl JobRunner {
+    pub(super) fn new(
+        shared: Shared,
+        llm: Rc<RefCell<Option<Rc<dyn Llm>>>>,
+        on_progress: Option<Function>,
+        enabled: bool,
+    ) -> Self {
+        JobRunner {
+            shared,
+            llm,
+            on_progress,
+            enabled,
+            running: Default::default(),
+            foreground: Default::default(),
+            in_flight: Default::default(),
+        }
+    }
+
+    /// Marks a chat call waiting on the model until the guard is dropped: the job call in flight is cancelled, and
+    /// none starts meanwhile.
+    pub(super) fn foreground(&self) -> Foreground {
+        self.foreground.set(self.foreground.get() + 1);
+        if let Some(call) = self.in_flight.borrow_mut().take() {
+            call.abort();
+        }
+        Foreground(self.clone())
+    }
+
     pub(super) fn start(&self) {
-        if !self.enabled || self.running.get() || self.llm.borrow().is_none() {
+        if !self.enabled || self.running.get() || self.foreground.get() > 0 || self.llm.borrow().is_none() {
             return;
         }
         self.running.set(true);
         let me = self.clone();
         wasm_bindgen_futures::spawn_local(async move {
             let quiet = |e: &Error| matches!(e, Error::Aborted | Error::Closed);
-            if let Err(e) = me.drain().await.or_else(|e| if quiet(&e) { Ok(()) } else { Err(e) }) {
+            let result = me.drain().await;
+            let cancelled = matches!(result, Err(Error::Aborted));
+            if let Err(e) = result.or_else(|e| if quiet(&e) { Ok(()) } else { Err(e) }) {
                 // Nothing awaits a background run: tell the page through onProgress; the job stays queued.
                 if let Some(f) = &me.on_progress {
                     let event = js_sys::Object::new();
@@ -37,14 +89,25 @@ impl JobRunner {
                 }
             }
             me.running.set(false);
+            // Cancelled for a chat call that is already done (its guard found this run still unwinding): go on.
+            if cancelled && !me.shared.is_closed() {
+                me.start();
+            }
         });
     }
 
     pub(super) async fn drain(&self) -> Result<(), Error> {
         loop {
+            if self.foreground.get() > 0 {
+                return Ok(()); // the last chat call's guard starts the runner again
+            }
             let Some(llm) = self.llm.borrow().clone() else { return Ok(()) };
             let mut tell = |p: &DistillProgress| distill_progress(&self.on_progress, p);
-            match self.shared.run_next_job(&*llm, js_sys::Date::now(), None, &mut tell).await? {
+            let call = AbortSignal::new();
+            *self.in_flight.borrow_mut() = Some(call.clone());
+            let step = self.shared.run_next_job(&*llm, js_sys::Date::now(), Some(&call), &mut tell).await;
+            self.in_flight.borrow_mut().take();
+            match step? {
                 JobStep::Ran(_) => {}
                 JobStep::WaitUntil(t) => sleep((t - js_sys::Date::now()).max(0.0), self.shared.closing()).await?,
                 JobStep::Idle => return Ok(()),

@@ -174,6 +174,7 @@ impl Leader {
         let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let distill_on = self.distill;
+        let jobs = self.jobs.clone();
         spawn(async move {
             let query = query.as_string().ok_or_else(|| Error::invalid("the query must be a string"))?;
             let opts = JsRecallOptions::parse(&options, "recall options")?;
@@ -186,12 +187,14 @@ impl Leader {
                     Error::LlmUnavailable("`expand` needs an LLM: pass `llm` to Memory.open or call setLlm()".into())
                 })?;
                 let asked = opts.question_time.as_ref().map(parse_time).transpose()?.unwrap_or_else(js_sys::Date::now);
+                let _first = jobs.foreground(); // the chat before background distillation
                 let result = shared.recall_expanded(&query, ro, &*llm, asked, signal).await?;
                 return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
             }
             if opts.prune.is_some() {
                 // Pruning may call the LLM: read, then prune without the memory's lock.
                 let po = opts.prune_options(PruneMode::None, signal)?;
+                let _first = (po.mode.uses_llm() && llm.is_some()).then(|| jobs.foreground());
                 let result = shared.recall_pruned(&query, ro, &po, llm.as_deref(), js_sys::Date::now()).await?;
                 return to_js(&result).map_err(|_| Error::invalid("encoding the result"));
             }
@@ -212,6 +215,7 @@ impl Leader {
         let shared = self.shared.clone();
         let llm = self.llm.borrow().clone();
         let distill_on = self.distill;
+        let jobs = self.jobs.clone();
         spawn(async move {
             let question = question.as_string().ok_or_else(|| Error::invalid("the question must be a string"))?;
             let llm = llm.ok_or_else(|| {
@@ -229,6 +233,7 @@ impl Leader {
                 max_tokens: opts.max_tokens.or(defaults.max_tokens),
             };
             let now = js_sys::Date::now();
+            let _first = jobs.foreground(); // the chat before background distillation
             let result = match distilled {
                 Some(sources) => shared.answer_distilled(&question, sources, &answer_options, &*llm, now).await?,
                 None => shared.answer(&question, &answer_options, &*llm, now).await?,

@@ -295,13 +295,8 @@ pub(super) async fn open_inner(
             let shared = Shared::new(core);
             close_when_lost(&watch, &shared, &release_lock, &progress_callback);
             let llm = Rc::new(RefCell::new(llm));
-            let jobs = JobRunner {
-                shared: shared.clone(),
-                llm: llm.clone(),
-                on_progress: progress_callback.clone(),
-                enabled: distill.is_some_and(|d| d.auto_run),
-                running: Default::default(),
-            };
+            let auto_run = distill.is_some_and(|d| d.auto_run);
+            let jobs = JobRunner::new(shared.clone(), llm.clone(), progress_callback.clone(), auto_run);
             jobs.start(); // work queued before a reload resumes
             wasm_bindgen_futures::spawn_local(index_in_slices(shared.clone(), progress_callback.clone()));
             let leader = Leader {
