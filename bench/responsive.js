@@ -8,7 +8,7 @@ import { embedder, summary, timed } from "./page-tools.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-window.responsive = async ({ llmUrl, rounds, window: w, historyTurns, pauseMs }) => {
+window.responsive = async ({ llmUrl, model, rounds, window: w, historyTurns, pauseMs, answers }) => {
   await init();
   for (const name of ["responsive-idle", "responsive-busy"]) await Memory.deleteDatabase(name);
   const idle = await Memory.open({ name: "responsive-idle", embedder, distill: { window: w } });
@@ -16,7 +16,7 @@ window.responsive = async ({ llmUrl, rounds, window: w, historyTurns, pauseMs })
   let jobsReported = 0;
   const busy = await Memory.open({
     name: "responsive-busy", embedder, distill: { window: w },
-    llm: { baseUrl: llmUrl, model: "scripted", timeoutMs: 120_000 },
+    llm: { baseUrl: llmUrl, model, timeoutMs: 600_000 },
     onProgress: (e) => {
       if (e.phase !== "distill") return;
       if (e.error) distillErrors.push(e.error.code); else jobsReported++;
@@ -47,8 +47,24 @@ window.responsive = async ({ llmUrl, rounds, window: w, historyTurns, pauseMs })
   const llmCalls = ["segment", "narrate", "merge", "predict", "distill", "consolidate"]
     .reduce((n, p) => n + llm[p].calls, 0);
   await idle.close();
+  // Answers on a model that serves one request at a time: while a background job waits on it (busy), then on the
+  // same memory reopened with its jobs held (idle: `autoRun: false`). The answer must not queue behind the job.
+  const answerTimes = { busy: [], idle: [] };
+  let answersBusy = 0;
+  for (let i = 0; i < answers; i++) {
+    if ((await busy.stats()).distill.jobs > 0) answersBusy++;
+    answerTimes.busy.push(await timed(() => busy.answer(qs[i % qs.length])));
+    await sleep(2_000); // the runner takes its next job's call meanwhile
+  }
   await busy.close();
+  const held = await Memory.open({
+    name: "responsive-busy", embedder, distill: { window: w, autoRun: false },
+    llm: { baseUrl: llmUrl, model, timeoutMs: 600_000 },
+  });
+  for (let i = 0; i < answers; i++) answerTimes.idle.push(await timed(() => held.answer(qs[i % qs.length])));
+  await held.close();
   return {
+    answer: { idle: summary(answerTimes.idle), busy: summary(answerTimes.busy) }, answersBusy,
     add: { idle: summary(t.add.idle), busy: summary(t.add.busy) },
     recall: { idle: summary(t.recall.idle), busy: summary(t.recall.busy) },
     busyRounds, rounds, llmCalls, jobsReported, distillErrors,

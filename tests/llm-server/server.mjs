@@ -7,10 +7,12 @@
 //                               in the default mode (below) when the script is empty.
 //   POST /__script              body: [step, …] or {steps: [step, …]} — replaces the queue of steps.
 //   POST /__reset               empties the queue and the log, and resets the config.
-//   POST /__config              body: {contextTokens?, latencyMs?} — a model's limits, for every later request:
+//   POST /__config              body: {contextTokens?, latencyMs?, slots?} — a model's limits, for every later request:
 //                               contextTokens: a request whose prompt (≈ 4 characters per token, + 4 per message)
 //                               plus its max_tokens exceeds this gets 400 "… exceeds the available context size …"
-//                               (llama.cpp's wording); latencyMs: every answer waits this long (a slow model).
+//                               (llama.cpp's wording); latencyMs: every answer waits this long (a slow model);
+//                               slots: at most this many requests are worked on at once, the others wait in line
+//                               (llama.cpp serves one by default); a request whose client went away leaves its slot.
 //   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
 //   GET  /__health              "ok".
 //   GET  /__fixture/locomo/N    {sampleId, conversation, questions} of LoCoMo sample N, read from ../shared/data/locomo (or
@@ -243,7 +245,37 @@ function distillReply(system, memory) {
   return undefined;
 }
 
+// The requests waiting for a slot (`config.slots`), and how many are being worked on.
+let waiting = [];
+let working = 0;
+
 async function chat(req, res, request) {
+  if (!config.slots) return answer(req, res, request);
+  let state = "waiting"; // → "working" → "done"
+  let start;
+  const started = new Promise((resolve) => { start = resolve; });
+  const take = () => { state = "working"; working++; start(); };
+  const leave = () => {
+    if (state === "working") { working--; next(); }
+    if (state === "waiting") waiting = waiting.filter((t) => t !== take);
+    state = "done";
+  };
+  res.on("close", leave); // answered, or the client went away (an aborted call) while waiting or worked on
+  waiting.push(take);
+  next();
+  await started;
+  try {
+    await answer(req, res, request);
+  } finally {
+    if (res.writableEnded) leave();
+  }
+}
+
+function next() {
+  while (working < config.slots && waiting.length) waiting.shift()();
+}
+
+async function answer(req, res, request) {
   if (config.latencyMs) await new Promise((r) => setTimeout(r, config.latencyMs));
   if (config.contextTokens) {
     const needed = promptTokens(request) + (request.max_tokens ?? 0);
