@@ -87,7 +87,7 @@ try {
 busy: distillation queued in ${out.busy_rounds}/${rounds} rounds and before ${out.answers_while_busy}/${answers} answers; ${out.llm_calls_during} LLM calls, ${out.jobs_reported} jobs done, ${out.distill_errors} errors; ${out.episodes} episodes, ${out.facts} facts`);
   console.log(JSON.stringify(out));
   if (jsonPath) writeFileSync(jsonPath, JSON.stringify(out, null, 2) + "\n");
-  if (out.busy_rounds < rounds / 2 || out.llm_calls_during === 0) {
+  if (out.busy_rounds < rounds / 2 || (out.llm_calls_during === 0 && out.jobs_reported === 0)) {
     console.error("the busy memory was not distilling during most of the run: the comparison says nothing");
     failed = true;
   }
