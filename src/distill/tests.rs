@@ -33,6 +33,10 @@ impl TextEmbed for Bow {
     }
 }
 
+/// A queued job that has not run yet.
+fn job(id: u64, work: JobKind) -> Job {
+    Job { id, work, attempts: 0, rate_limited: 0, next_try: 0.0, parked: false, last_error: None, created: 0.0 }
+}
 fn turns(session: &str, first: u64, n: u64) -> Vec<Turn> {
     (0..n)
         .map(|i| Turn {
@@ -73,19 +77,7 @@ impl Rig {
     fn queue(&mut self, work: JobKind) {
         let id = self.state.meta.next_job;
         self.state.meta.next_job += 1;
-        self.state.jobs.insert(
-            id,
-            Job {
-                id,
-                work,
-                attempts: 0,
-                rate_limited: 0,
-                next_try: 0.0,
-                parked: false,
-                last_error: None,
-                created: 0.0,
-            },
-        );
+        self.state.jobs.insert(id, job(id, work));
     }
 
     /// Runs the head job with `llm`; applies its write.
@@ -314,24 +306,8 @@ fn forget_rig() -> DistillState {
     s.facts.get_mut(&1).unwrap().status = FactStatus::Superseded;
     s.facts.get_mut(&1).unwrap().superseded_by = Some(4);
     s.facts.insert(4, f4);
-    s.jobs.insert(
-        9,
-        Job {
-            id: 9,
-            work: JobKind::Distill {
-                items: vec![
-                    DistillItem { episode: 1, turn_ids: vec![1] },
-                    DistillItem { episode: 2, turn_ids: vec![3] },
-                ],
-            },
-            attempts: 0,
-            rate_limited: 0,
-            next_try: 0.0,
-            parked: false,
-            last_error: None,
-            created: 0.0,
-        },
-    );
+    let items = vec![DistillItem { episode: 1, turn_ids: vec![1] }, DistillItem { episode: 2, turn_ids: vec![3] }];
+    s.jobs.insert(9, job(9, JobKind::Distill { items }));
     s
 }
 
