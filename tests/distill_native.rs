@@ -291,7 +291,7 @@ fn a_locomo_conversation_distils_the_same_with_and_without_faults() {
     // The distilled memory alone checks its query like the sessions' recall does.
     let alone = DistilledRecallOptions { sessions: false, ..Default::default() };
     for query in ["", "   ", &"x".repeat(MemoryConfig::default().limits.max_message_chars + 1)] {
-        let e = block_on(m.recall_distilled(query, alone.clone())).unwrap_err();
+        let e = block_on(m.recall_distilled(query, alone)).unwrap_err();
         assert_eq!(e.code(), "INVALID_INPUT", "{:?}", &query[..query.len().min(5)]);
     }
 }
