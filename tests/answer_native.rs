@@ -266,3 +266,28 @@ fn a_failed_expansion_falls_back_to_the_plain_recall_and_says_why() {
     assert_eq!(e.code(), "INVALID_INPUT");
     assert_eq!(server.log().len(), before);
 }
+
+#[test]
+fn an_answer_is_heard_as_the_model_writes_it() {
+    let server = LlmServer::start();
+    server.config(json!({"pieceMs": 10}));
+    let answer = "The trail past the old mill, \"then the ridge\".";
+    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+    let h = heard.clone();
+    let options = AnswerOptions {
+        recall: RecallOptions { k: 1, ..Default::default() },
+        prune: PruneOptions { mode: PruneMode::None, ..Default::default() },
+        on_text: Some(loci::llm::TextSink::new(move |t| h.borrow_mut().push(t.to_string()))),
+        ..Default::default()
+    };
+    server.script(json!([{"reply": json!({"answer": answer}).to_string()}]));
+    let a = block_on(memory().answer("Which trail leads to the ridge?", &options, &client(&server), NOW)).unwrap();
+    assert_eq!(a.answer, answer);
+    let heard = heard.borrow();
+    assert!(heard.len() >= 3, "in pieces: {heard:?}");
+    assert!(heard.iter().all(|t| answer.starts_with(t.as_str())), "only the answer's text, never its JSON: {heard:?}");
+    assert_eq!(heard.last().map(String::as_str), Some(answer));
+    let log = server.log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0]["body"]["stream"], json!(true));
+}

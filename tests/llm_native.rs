@@ -12,7 +12,7 @@ use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
 use loci::llm::prompts::QdpReply;
 use loci::llm::structured::chat_json;
-use loci::llm::{ChatMessage, Llm, LlmRequest};
+use loci::llm::{ChatMessage, Llm, LlmRequest, TextSink};
 use pollster::block_on;
 use serde_json::json;
 
@@ -189,4 +189,83 @@ fn an_unreachable_endpoint_is_llm_unavailable() {
     config.max_retries = 2;
     let err = block_on(OpenAiClient::new(config, UreqTransport::new()).unwrap().chat(&ask(false))).unwrap_err();
     assert_eq!(err.code(), "LLM_UNAVAILABLE", "{err}");
+}
+
+/// A request that listens to the reply's text, and what it heard.
+fn streamed(json: bool) -> (LlmRequest, std::rc::Rc<std::cell::RefCell<Vec<String>>>) {
+    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let h = heard.clone();
+    let request = LlmRequest { on_text: Some(TextSink::new(move |t| h.borrow_mut().push(t.to_string()))), ..ask(json) };
+    (request, heard)
+}
+
+#[test]
+fn a_streamed_reply_is_heard_as_it_grows_and_ends_as_the_whole_reply() {
+    let server = LlmServer::start();
+    let text = "The glacier lake, in May — with Maya (“ok”).";
+    server.config(json!({"pieceMs": 20})); // pieces apart, so that they arrive apart
+    server.script(json!([{"reply": text, "usage": {"prompt_tokens": 21, "completion_tokens": 13}}]));
+    let (request, heard) = streamed(false);
+    let reply = block_on(client(&server).chat(&request)).unwrap();
+    assert_eq!(reply.text, text);
+    assert_eq!((reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.estimated), (21, 13, false));
+    let heard = heard.borrow();
+    assert!(heard.len() >= 2, "heard in pieces: {heard:?}");
+    assert!(heard.windows(2).all(|w| w[1].starts_with(&w[0]) && w[1].len() > w[0].len()), "{heard:?}");
+    assert_eq!(heard.last().map(String::as_str), Some(text));
+    let log = server.log();
+    assert_eq!(log[0]["body"]["stream"], json!(true));
+    assert_eq!(log[0]["body"]["stream_options"], json!({"include_usage": true}));
+    // Without a listener nothing is streamed.
+    block_on(client(&server).chat(&ask(false))).unwrap();
+    assert_eq!(server.log()[1]["body"]["stream"], json!(false));
+}
+
+#[test]
+fn a_streamed_reply_cut_at_its_cap_says_so_and_a_structured_retry_starts_the_text_again() {
+    let server = LlmServer::start();
+    server.script(json!([{"raw": "Sure: the lines are 1.1"}, {"reply": "{\"keep\": [\"1.1\"]}"}]));
+    let (request, heard) = streamed(true);
+    let r = block_on(chat_json::<QdpReply>(&client(&server), &request)).unwrap();
+    assert_eq!((r.value.keep, r.calls), (vec!["1.1".to_string()], 2));
+    let heard = heard.borrow();
+    assert_eq!(heard.iter().filter(|t| t.as_str() == "Sure: the lines are 1.1").count(), 1, "{heard:?}");
+    assert_eq!(heard.last().map(String::as_str), Some("{\"keep\": [\"1.1\"]}"), "the retry heard from its start");
+
+    server.script(json!([{"cut": 7}]));
+    let (request, _) = streamed(false);
+    assert!(block_on(client(&server).chat(&request)).unwrap().truncated, "finish_reason length in the stream");
+}
+
+#[test]
+fn a_server_that_does_not_stream_is_read_either_way() {
+    let server = LlmServer::start();
+    // Answers in one JSON body although asked to stream; then a server that refuses streamed requests.
+    server.script(json!([
+        {"body": {"choices": [{"message": {"content": "whole"}, "finish_reason": "stop"}]}},
+        {"status": 400, "message": "stream is not supported"},
+        {"reply": "plain"},
+        {"reply": "still plain"},
+    ]));
+    let c = client(&server);
+    let (request, heard) = streamed(false);
+    assert_eq!(block_on(c.chat(&request)).unwrap().text, "whole");
+    assert_eq!(heard.borrow().last().map(String::as_str), None, "a JSON body is no stream to hear");
+    assert_eq!(block_on(c.chat(&request)).unwrap().text, "plain");
+    assert_eq!(block_on(c.chat(&request)).unwrap().text, "still plain");
+    let log = server.log();
+    assert_eq!(log.len(), 4);
+    assert_eq!(log[1]["body"]["stream"], json!(true));
+    assert_eq!((log[2]["body"]["stream"].clone(), log[3]["body"]["stream"].clone()), (json!(false), json!(false)));
+}
+
+#[test]
+fn a_stream_cut_before_its_end_is_retried() {
+    let server = LlmServer::start();
+    let cut = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half a rep\"},\"finish_reason\":null}]}\n\n";
+    server.script(json!([{"body": cut}, {"reply": "the whole reply"}]));
+    let (request, heard) = streamed(false);
+    assert_eq!(block_on(client(&server).chat(&request)).unwrap().text, "the whole reply");
+    assert_eq!(server.log().len(), 2);
+    assert_eq!(heard.borrow().first().map(String::as_str), Some("half a rep"));
 }

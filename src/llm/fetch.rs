@@ -15,6 +15,26 @@ use wasm_bindgen_futures::JsFuture;
 use super::openai::{HttpResponse, HttpTransport, TransportError};
 use super::AbortSignal;
 
+#[wasm_bindgen(inline_js = r#"
+export function textPieces(resp) {
+  const reader = resp.body ? resp.body.getReader() : null;
+  const decoder = new TextDecoder();
+  let ended = false;
+  return async () => {
+    if (ended) return null;
+    if (!reader) { ended = true; return await resp.text(); }
+    const { done, value } = await reader.read();
+    if (done) { ended = true; return decoder.decode(); }
+    return decoder.decode(value, { stream: true });
+  };
+}
+"#)]
+extern "C" {
+    /// A function that resolves to the body's next piece of text as it arrives, then to `null` at its end.
+    #[wasm_bindgen(js_name = textPieces)]
+    fn text_pieces(resp: &web_sys::Response) -> Function;
+}
+
 /// `fetch` behind [`HttpTransport`].
 #[derive(Debug, Clone, Default)]
 pub struct FetchTransport;
@@ -59,6 +79,45 @@ impl HttpTransport for FetchTransport {
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
     ) -> Result<HttpResponse, TransportError> {
+        self.send(url, headers, body, timeout_ms, abort, None).await
+    }
+
+    async fn post_streaming(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
+    ) -> Result<HttpResponse, TransportError> {
+        self.send(url, headers, body, timeout_ms, abort, Some(on_chunk)).await
+    }
+
+    async fn sleep(&self, ms: u64) {
+        let _ = JsFuture::from(timeout_promise(ms)).await;
+    }
+
+    fn now_ms(&self) -> f64 {
+        Reflect::get(&js_sys::global(), &"performance".into())
+            .ok()
+            .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
+            .map(|p| p.now())
+            .unwrap_or_else(js_sys::Date::now)
+    }
+}
+
+impl FetchTransport {
+    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given.
+    async fn send(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+        on_chunk: Option<&dyn Fn(&str)>,
+    ) -> Result<HttpResponse, TransportError> {
         if abort.is_some_and(AbortSignal::is_aborted) {
             return Err(TransportError::Aborted);
         }
@@ -94,12 +153,27 @@ impl HttpTransport for FetchTransport {
                 .dyn_into()
                 .map_err(net)?;
             let resp: web_sys::Response = JsFuture::from(promise).await.map_err(net)?.dyn_into().map_err(net)?;
-            let text = JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?;
+            let text = match on_chunk.filter(|_| (200..300).contains(&resp.status())) {
+                Some(on_chunk) => {
+                    let next = text_pieces(&resp);
+                    let mut text = String::new();
+                    loop {
+                        let promise: Promise = next.call0(&JsValue::NULL).map_err(net)?.dyn_into().map_err(net)?;
+                        let Some(piece) = JsFuture::from(promise).await.map_err(net)?.as_string() else { break };
+                        if !piece.is_empty() {
+                            on_chunk(&piece);
+                            text.push_str(&piece);
+                        }
+                    }
+                    text
+                }
+                None => JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?.as_string().unwrap_or_default(),
+            };
             let mut out_headers = Vec::new();
             if let Ok(Some(v)) = resp.headers().get("retry-after") {
                 out_headers.push(("retry-after".to_string(), v));
             }
-            Ok(HttpResponse { status: resp.status(), headers: out_headers, body: text.as_string().unwrap_or_default() })
+            Ok(HttpResponse { status: resp.status(), headers: out_headers, body: text })
         }
         .await;
         if let Ok(clear) = global_fn("clearTimeout") {
@@ -110,17 +184,5 @@ impl HttpTransport for FetchTransport {
             Err(_) if timed_out.get() => Err(TransportError::Timeout),
             other => other,
         }
-    }
-
-    async fn sleep(&self, ms: u64) {
-        let _ = JsFuture::from(timeout_promise(ms)).await;
-    }
-
-    fn now_ms(&self) -> f64 {
-        Reflect::get(&js_sys::global(), &"performance".into())
-            .ok()
-            .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
-            .map(|p| p.now())
-            .unwrap_or_else(js_sys::Date::now)
     }
 }

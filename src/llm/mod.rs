@@ -168,6 +168,29 @@ pub struct LlmRequest {
     pub frequency_penalty: Option<f32>,
     /// Cancels the call (and its retries) when aborted.
     pub abort: Option<AbortSignal>,
+    /// Asks for the reply as it is written (a streamed completion, where the endpoint streams): called with the
+    /// reply's text so far, after each piece. A retry starts again from its first piece.
+    pub on_text: Option<TextSink>,
+}
+
+/// A listener for a reply's text so far ([`LlmRequest::on_text`]).
+#[derive(Clone)]
+pub struct TextSink(pub Rc<dyn Fn(&str)>);
+
+impl TextSink {
+    pub fn new(f: impl Fn(&str) + 'static) -> Self {
+        TextSink(Rc::new(f))
+    }
+
+    pub fn send(&self, text: &str) {
+        (self.0)(text)
+    }
+}
+
+impl std::fmt::Debug for TextSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextSink")
+    }
 }
 
 impl LlmRequest {

@@ -34,6 +34,69 @@ impl UreqTransport {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given.
+    fn send(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        on_chunk: Option<&dyn Fn(&str)>,
+    ) -> Result<HttpResponse, TransportError> {
+        let mut req = self.agent.post(url);
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let req = req.config().timeout_global(Some(Duration::from_millis(timeout_ms))).build();
+        let mut resp = req.send(body).map_err(map_error)?;
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let body = match on_chunk.filter(|_| (200..300).contains(&status)) {
+            Some(on_chunk) => read_in_pieces(resp.body_mut().as_reader(), on_chunk)?,
+            None => resp.body_mut().read_to_string().map_err(map_error)?,
+        };
+        Ok(HttpResponse { status, headers, body })
+    }
+}
+
+/// Reads a body to its end, handing each piece of text to `on_chunk` as it arrives (a UTF-8 sequence split between
+/// two reads waits for its end).
+fn read_in_pieces(mut reader: impl std::io::Read, on_chunk: &dyn Fn(&str)) -> Result<String, TransportError> {
+    let mut body = String::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+                return Err(TransportError::Timeout)
+            }
+            Err(e) => return Err(TransportError::Network(e.to_string())),
+        };
+        pending.extend_from_slice(&buf[..n]);
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(s) => s.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(), // a sequence cut at the end: the rest comes next
+            Err(_) => return Err(TransportError::Network("the response is not UTF-8".into())),
+        };
+        let piece = std::str::from_utf8(&pending[..valid]).unwrap_or_default().to_string();
+        pending.drain(..valid);
+        if !piece.is_empty() {
+            on_chunk(&piece);
+            body.push_str(&piece);
+        }
+    }
+    if !pending.is_empty() {
+        return Err(TransportError::Network("the response ends inside a UTF-8 sequence".into()));
+    }
+    Ok(body)
 }
 
 #[async_trait(?Send)]
@@ -49,20 +112,22 @@ impl HttpTransport for UreqTransport {
         if abort.is_some_and(AbortSignal::is_aborted) {
             return Err(TransportError::Aborted);
         }
-        let mut req = self.agent.post(url);
-        for (k, v) in headers {
-            req = req.header(k.as_str(), v.as_str());
+        self.send(url, headers, body, timeout_ms, None)
+    }
+
+    async fn post_streaming(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
+    ) -> Result<HttpResponse, TransportError> {
+        if abort.is_some_and(AbortSignal::is_aborted) {
+            return Err(TransportError::Aborted);
         }
-        let req = req.config().timeout_global(Some(Duration::from_millis(timeout_ms))).build();
-        let mut resp = req.send(body).map_err(map_error)?;
-        let status = resp.status().as_u16();
-        let headers = resp
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
-        let body = resp.body_mut().read_to_string().map_err(map_error)?;
-        Ok(HttpResponse { status, headers, body })
+        self.send(url, headers, body, timeout_ms, Some(on_chunk))
     }
 
     async fn sleep(&self, ms: u64) {

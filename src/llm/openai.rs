@@ -66,6 +66,23 @@ pub trait HttpTransport {
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
     ) -> std::result::Result<HttpResponse, TransportError>;
+    /// [`post`](Self::post), handing a 2xx body's text to `on_chunk` piece by piece as it arrives (for a streamed
+    /// reply); the response still holds the whole body. By default the body is read whole and handed over once.
+    async fn post_streaming(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
+    ) -> std::result::Result<HttpResponse, TransportError> {
+        let resp = self.post(url, headers, body, timeout_ms, abort).await?;
+        if (200..300).contains(&resp.status) {
+            on_chunk(&resp.body);
+        }
+        Ok(resp)
+    }
     async fn sleep(&self, ms: u64);
     /// Milliseconds on a monotonic clock.
     fn now_ms(&self) -> f64;
@@ -174,6 +191,8 @@ pub struct OpenAiClient<T: HttpTransport> {
     slots: Semaphore,
     /// Cleared once the server rejected `response_format`.
     response_format_ok: Cell<bool>,
+    /// Cleared once the server rejected a streamed request.
+    stream_ok: Cell<bool>,
     rng: Cell<u64>,
 }
 
@@ -196,6 +215,7 @@ impl<T: HttpTransport> OpenAiClient<T> {
             transport,
             tokenizer: None,
             response_format_ok: Cell::new(true),
+            stream_ok: Cell::new(true),
             rng: Cell::new(seed),
         })
     }
@@ -220,13 +240,24 @@ impl<T: HttpTransport> OpenAiClient<T> {
         self.response_format_ok.get()
     }
 
+    /// Whether `request` is sent as a streamed completion: its caller listens to the text, and the server has not
+    /// refused a stream.
+    fn streams(&self, request: &LlmRequest) -> bool {
+        request.on_text.is_some() && self.stream_ok.get()
+    }
+
     /// The request body; `response_format` only when asked and not known to be rejected.
     pub fn body(&self, request: &LlmRequest) -> Value {
+        let stream = self.streams(request);
         let mut body = json!({
             "model": self.config.model,
             "messages": request.messages,
-            "stream": false,
+            "stream": stream,
         });
+        if stream {
+            // The usage comes in a last chunk only when asked for (OpenAI, llama.cpp, vLLM).
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
@@ -307,7 +338,21 @@ impl<T: HttpTransport> OpenAiClient<T> {
             }
             let body = self.body(request);
             let sent_format = body.get("response_format").is_some();
-            let outcome = self.transport.post(&url, &headers, &body.to_string(), self.config.timeout_ms, abort).await;
+            let streamed = body["stream"] == json!(true);
+            let outcome = match request.on_text.as_ref().filter(|_| streamed) {
+                Some(sink) => {
+                    let events = RefCell::new(StreamedReply::default());
+                    let on_chunk = |chunk: &str| {
+                        let mut events = events.borrow_mut();
+                        if events.feed(chunk) {
+                            sink.send(&events.text);
+                        }
+                    };
+                    let body = body.to_string();
+                    self.transport.post_streaming(&url, &headers, &body, self.config.timeout_ms, abort, &on_chunk).await
+                }
+                None => self.transport.post(&url, &headers, &body.to_string(), self.config.timeout_ms, abort).await,
+            };
             // What to do: Ok(reply), Err((error, Some(wait))) to retry, Err((error, None)) to fail.
             let (error, wait): (Error, Option<u64>) = match outcome {
                 Err(TransportError::Aborted) => return Err(Error::Aborted),
@@ -315,7 +360,7 @@ impl<T: HttpTransport> OpenAiClient<T> {
                     return Err(Error::Timeout(format!("no reply from the LLM within {} ms", self.config.timeout_ms)))
                 }
                 Err(TransportError::Network(e)) => (Error::LlmUnavailable(e), Some(self.backoff_ms(retries))),
-                Ok(resp) if (200..300).contains(&resp.status) => match parse_reply(&resp.body) {
+                Ok(resp) if (200..300).contains(&resp.status) => match parse_any_reply(&resp.body) {
                     Ok(Parsed { text, usage, truncated }) => {
                         let usage = usage.unwrap_or_else(|| self.estimate(request, &text));
                         let latency_ms = self.transport.now_ms() - start;
@@ -326,6 +371,10 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 },
                 Ok(resp) if resp.status == 400 && sent_format && mentions_response_format(&resp.body) => {
                     self.response_format_ok.set(false);
+                    continue;
+                }
+                Ok(resp) if resp.status == 400 && streamed && mentions_stream(&resp.body) => {
+                    self.stream_ok.set(false);
                     continue;
                 }
                 // The prompt is too long for this model: not retried as is (the caller sends it smaller).
@@ -402,15 +451,99 @@ pub fn parse_reply(body: &str) -> Result<Parsed> {
         Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
         _ => return Err(Error::LlmBadReply(format!("the response has no message content: {}", snippet(body)))),
     };
-    let usage = v.get("usage").and_then(|u| {
-        Some(Usage {
-            input_tokens: u.get("prompt_tokens")?.as_u64()?,
-            output_tokens: u.get("completion_tokens")?.as_u64()?,
-            estimated: false,
-        })
-    });
+    let usage = usage_of(&v);
     let truncated = v["choices"][0]["finish_reason"].as_str() == Some("length");
     Ok(Parsed { text, usage, truncated })
+}
+
+/// A 2xx body: a streamed completion (server-sent events) when it is one, else a JSON completion (a server that
+/// does not stream answers in one piece).
+pub fn parse_any_reply(body: &str) -> Result<Parsed> {
+    let mut events = StreamedReply::default();
+    events.feed(body);
+    events.feed("\n");
+    if !events.seen {
+        return parse_reply(body);
+    }
+    if let Some(message) = events.error {
+        return Err(Error::LlmUnavailable(format!("the stream reported an error: {message}")));
+    }
+    if !events.done && !events.finished {
+        // Cut off before its end (a proxy, a dropped connection): transient as far as we can tell.
+        return Err(Error::LlmBadReply(format!("the stream ended early: {}", snippet(&events.text))));
+    }
+    Ok(Parsed { text: events.text, usage: events.usage, truncated: events.truncated })
+}
+
+/// A streamed chat completion read as it arrives: `data: {…}` lines whose `choices[0].delta.content` pieces make the
+/// text, the finish reason in the last of them, the usage in a chunk after it (when asked for), then `data: [DONE]`.
+#[derive(Debug, Default)]
+struct StreamedReply {
+    /// A line not yet complete.
+    pending: String,
+    text: String,
+    usage: Option<Usage>,
+    truncated: bool,
+    /// A completion event was read (the body is a stream).
+    seen: bool,
+    /// A finish reason was read.
+    finished: bool,
+    /// `[DONE]` was read.
+    done: bool,
+    error: Option<String>,
+}
+
+impl StreamedReply {
+    /// Reads the complete lines of `chunk` (with what was pending); whether the text grew.
+    fn feed(&mut self, chunk: &str) -> bool {
+        self.pending.push_str(chunk);
+        let mut grew = false;
+        while let Some(end) = self.pending.find('\n') {
+            let line: String = self.pending.drain(..=end).collect();
+            let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
+            if data == "[DONE]" {
+                self.done = true;
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+            if let Some(e) = v.get("error") {
+                self.seen = true;
+                self.error = Some(e["message"].as_str().map_or_else(|| e.to_string(), String::from));
+                continue;
+            }
+            if v.get("choices").is_none() {
+                continue;
+            }
+            self.seen = true;
+            let choice = &v["choices"][0];
+            if let Some(piece) = choice["delta"]["content"].as_str() {
+                self.text.push_str(piece);
+                grew |= !piece.is_empty();
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                self.finished = true;
+                self.truncated = reason == "length";
+            }
+            if let Some(u) = usage_of(&v) {
+                self.usage = Some(u);
+            }
+        }
+        grew
+    }
+}
+
+fn usage_of(v: &Value) -> Option<Usage> {
+    let u = v.get("usage")?;
+    Some(Usage {
+        input_tokens: u.get("prompt_tokens")?.as_u64()?,
+        output_tokens: u.get("completion_tokens")?.as_u64()?,
+        estimated: false,
+    })
+}
+
+/// A 400 that says the server does not stream (or not with `stream_options`).
+fn mentions_stream(body: &str) -> bool {
+    body.to_ascii_lowercase().contains("stream")
 }
 
 /// An endpoint's "prompt too long" in its many wordings: llama.cpp ("exceeds the available context size",

@@ -194,6 +194,54 @@ pub fn parse_reply<T: DeserializeOwned>(text: &str) -> std::result::Result<T, St
     serde_json::from_str(obj).map_err(|e| format!("the JSON object does not have the expected shape: {e}"))
 }
 
+/// The string field `key` of a JSON object as far as `partial` (the object being written, perhaps after prose or a
+/// code fence) holds it: what a streamed answer says so far. `None` before the field's opening quote. An escape cut
+/// at the end is left for the next piece. Written here because it reads one field of an unfinished object, which a
+/// JSON parser refuses.
+pub fn partial_string_field(partial: &str, key: &str) -> Option<String> {
+    let name = format!("\"{key}\"");
+    let after = &partial[partial.find(&name)? + name.len()..];
+    let value = after.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let mut out = String::new();
+    let mut chars = value.chars();
+    let hex = |chars: &mut std::str::Chars| -> Option<u32> {
+        let digits: String = chars.by_ref().take(4).collect();
+        if digits.len() == 4 {
+            u32::from_str_radix(&digits, 16).ok()
+        } else {
+            None
+        }
+    };
+    while let Some(c) = chars.next() {
+        let decoded = match c {
+            '"' => break,
+            '\\' => match chars.next() {
+                Some('n') => '\n',
+                Some('t') => '\t',
+                Some('r') => '\r',
+                Some('b') => '\u{8}',
+                Some('f') => '\u{c}',
+                Some('u') => {
+                    let Some(mut code) = hex(&mut chars) else { break };
+                    if (0xD800..0xDC00).contains(&code) {
+                        // A surrogate pair: the low half follows as its own escape.
+                        let low =
+                            chars.next().zip(chars.next()).filter(|p| *p == ('\\', 'u')).and_then(|_| hex(&mut chars));
+                        let Some(low) = low.filter(|l| (0xDC00..0xE000).contains(l)) else { break };
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                    }
+                    char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
+                }
+                Some(other) => other, // \" \\ \/
+                None => break,
+            },
+            other => other,
+        };
+        out.push(decoded);
+    }
+    Some(out)
+}
+
 /// Sends `request` (JSON mode forced) and parses the reply as a `T`; on failure asks once more with the error.
 pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest) -> Result<Structured<T>> {
     let mut request = LlmRequest { json: true, ..request.clone() };
@@ -238,6 +286,29 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_being_written_is_read_as_far_as_it_goes() {
+        let whole = r#"Sure! ```json
+{"answer": "In \"Lisbon\",\nwith Maya \u00e9t\u00e9 \ud83d\ude00 \\ done"}
+```"#;
+        let parsed: serde_json::Value = serde_json::from_str(extract_json_object(whole).unwrap()).unwrap();
+        let full = parsed["answer"].as_str().unwrap();
+        assert_eq!(partial_string_field(whole, "answer").as_deref(), Some(full));
+        let mut last = String::new();
+        for end in (0..=whole.len()).filter(|&i| whole.is_char_boundary(i)) {
+            let Some(so_far) = partial_string_field(&whole[..end], "answer") else {
+                assert!(!whole[..end].contains("\"answer\": \""), "read once its quote opens");
+                continue;
+            };
+            assert!(full.starts_with(&so_far), "{so_far:?} at {end}");
+            assert!(so_far.len() >= last.len(), "never shrinks while one reply is written");
+            last = so_far;
+        }
+        assert_eq!(last, full);
+        assert_eq!(partial_string_field(r#"{"queries": ["a"]}"#, "answer"), None);
+        assert_eq!(partial_string_field(r#"{"answer" :  ""#, "answer").as_deref(), Some(""));
+    }
     use crate::llm::ScriptedLlm;
     use serde::Deserialize;
 

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, RecalledSession};
@@ -11,8 +12,8 @@ use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::llm::fit::{cap_lines, cap_text, chat_json_fitted, chat_json_fitted_first};
 use crate::llm::prompts::{self, AnswerReply, ExpandReply, QdpQuotesReply, QdpReply, QdpSession};
-use crate::llm::structured::{chat_json, Structured};
-use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, Usage};
+use crate::llm::structured::{chat_json, partial_string_field, Structured};
+use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, TextSink, Usage};
 use crate::recall::prune::{
     self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
 };
@@ -91,6 +92,8 @@ pub struct AnswerOptions {
     pub prune: PruneOptions,
     /// Output cap of the answer call.
     pub max_tokens: Option<u32>,
+    /// Hears the answer as the model writes it (see [`AnswerPlan::run`]).
+    pub on_text: Option<TextSink>,
 }
 
 impl Default for AnswerOptions {
@@ -99,6 +102,7 @@ impl Default for AnswerOptions {
             recall: RecallOptions::default(),
             prune: PruneOptions { mode: PruneMode::Llm, ..Default::default() },
             max_tokens: Some(256),
+            on_text: None,
         }
     }
 }
@@ -374,11 +378,30 @@ pub struct AnswerPlan {
     date: String,
     context: AnswerContext,
     max_tokens: Option<u32>,
+    on_text: Option<TextSink>,
     tokenizer: Rc<WordPiece>,
 }
 
+/// The answer call's listener, for the caller's `sink`: the `answer` field of the reply being written, each time it
+/// changes (a retry starts it again).
+fn answer_sink(sink: Option<TextSink>) -> Option<TextSink> {
+    let sink = sink?;
+    let heard = RefCell::new(String::new());
+    Some(TextSink::new(move |raw| {
+        let Some(answer) = partial_string_field(raw, "answer") else { return };
+        let answer = answer.trim_start();
+        if *heard.borrow() != answer {
+            answer.clone_into(&mut heard.borrow_mut());
+            sink.send(answer);
+        }
+    }))
+}
+
 impl AnswerPlan {
+    /// Prunes (when planned) and asks the model. `on_text` hears the answer as it is written (a streamed call);
+    /// the result's answer is the whole reply, trimmed.
     pub async fn run(self, llm: &dyn Llm, abort: Option<AbortSignal>) -> PlanOutcome<AnswerResult> {
+        let on_text = answer_sink(self.on_text.clone());
         let mut counters = LlmCounters::default();
         let (sessions, kept, context, context_tokens, unpruned_tokens, prune, mut spent) = match self.context {
             AnswerContext::Pruned(plan) => {
@@ -404,6 +427,7 @@ impl AnswerPlan {
         let request = LlmRequest {
             json_schema: Some(prompts::answer_schema()),
             max_tokens: self.max_tokens,
+            on_text,
             abort,
             ..LlmRequest::new(vec![])
         };
@@ -548,6 +572,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             date: format_time(options.prune.question_time.unwrap_or(now)),
             context: AnswerContext::Pruned(plan),
             max_tokens: options.max_tokens,
+            on_text: options.on_text.clone(),
             tokenizer: self.embedder.shared_tokenizer(),
         })
     }
@@ -566,6 +591,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             date: format_time(options.prune.question_time.unwrap_or(now)),
             context: AnswerContext::Fixed { sessions: r.sessions, context: r.context, tokens: r.context_tokens },
             max_tokens: options.max_tokens,
+            on_text: options.on_text.clone(),
             tokenizer: self.embedder.shared_tokenizer(),
         })
     }

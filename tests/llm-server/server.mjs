@@ -7,7 +7,8 @@
 //                               in the default mode (below) when the script is empty.
 //   POST /__script              body: [step, …] or {steps: [step, …]} — replaces the queue of steps.
 //   POST /__reset               empties the queue and the log, and resets the config.
-//   POST /__config              body: {contextTokens?, latencyMs?, slots?} — a model's limits, for every later request:
+//   POST /__config              body: {contextTokens?, latencyMs?, slots?, pieceMs?} — a model's limits, for every
+//                               later request (pieceMs: a streamed reply's pieces come this far apart):
 //                               contextTokens: a request whose prompt (≈ 4 characters per token, + 4 per message)
 //                               plus its max_tokens exceeds this gets 400 "… exceeds the available context size …"
 //                               (llama.cpp's wording); latencyMs: every answer waits this long (a slow model);
@@ -99,6 +100,29 @@ function completion(content, request, usage, finishReason = "stop") {
     };
   }
   return body;
+}
+
+// A completion as the client asked for it: one JSON body, or with `stream: true` server-sent events as OpenAI sends
+// them (the content in pieces of a few characters, `config.pieceMs` apart; the finish reason in the last piece; the
+// usage in a chunk of its own when `stream_options.include_usage`; then `[DONE]`).
+async function sendCompletion(res, request, body) {
+  if (request.stream !== true) return send(res, 200, body);
+  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+  const event = (choices, extra = {}) => {
+    const chunk = { id: body.id, object: "chat.completion.chunk", created: body.created, model: body.model, choices, ...extra };
+    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  };
+  const content = body.choices[0].message.content;
+  event([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]);
+  const pieces = content.match(/[\s\S]{1,5}/g) ?? [];
+  for (const piece of pieces) {
+    if (res.destroyed) return;
+    if (config.pieceMs) await new Promise((r) => setTimeout(r, config.pieceMs));
+    event([{ index: 0, delta: { content: piece }, finish_reason: null }]);
+  }
+  event([{ index: 0, delta: {}, finish_reason: body.choices[0].finish_reason }]);
+  if (request.stream_options?.include_usage && body.usage) event([], { usage: body.usage });
+  res.end("data: [DONE]\n\n");
 }
 
 function defaultReply(request) {
@@ -288,10 +312,10 @@ async function answer(req, res, request) {
   if (step && step.times > 1) queue.unshift({ ...step, times: step.times - 1 });
   if (step?.delayMs) await new Promise((r) => setTimeout(r, step.delayMs));
   if (step?.cut !== undefined) {
-    return send(res, 200, completion(defaultReply(request).slice(0, step.cut), request, undefined, "length"));
+    return sendCompletion(res, request, completion(defaultReply(request).slice(0, step.cut), request, undefined, "length"));
   }
   if (!step || (step.rejectResponseFormat && !request.response_format)) {
-    return send(res, 200, completion(defaultReply(request), request));
+    return sendCompletion(res, request, completion(defaultReply(request), request));
   }
   if (step.hang) return; // never answer; the socket closes when the client gives up or the server stops
   if (step.drop) return req.socket.destroy();
@@ -305,10 +329,10 @@ async function answer(req, res, request) {
   if (step.body !== undefined) return send(res, 200, step.body);
   if (step.fenced !== undefined) {
     const content = "Here is the JSON you asked for:\n```json\n" + JSON.stringify(step.fenced, null, 2) + "\n```\nAnything else?";
-    return send(res, 200, completion(content, request, step.usage));
+    return sendCompletion(res, request, completion(content, request, step.usage));
   }
   const content = step.reply ?? step.raw ?? "";
-  return send(res, 200, completion(String(content), request, step.usage));
+  return sendCompletion(res, request, completion(String(content), request, step.usage));
 }
 
 function readBody(req) {
