@@ -132,6 +132,9 @@ export type LlmCallback = ((request: {
   frequencyPenalty?: number;
   schema?: unknown;
   signal?: AbortSignal;
+  /** There when loci listens to the reply as it is written (a streamed answer): call it with the text so far as
+   * the model writes, if the model streams. It stops working once the function returns. */
+  onText?: (textSoFar: string) => void;
 }) => Promise<{ text: string; usage?: { inputTokens: number; outputTokens: number }; finishReason?: string } | string>) & {
   /** The model's context window in tokens, prompt and reply. */
   contextTokens?: number;
@@ -224,6 +227,13 @@ export interface RecallOptions {
   /** `answer()` only: output cap of the answer call (`recall()` ignores it, so one options object serves both). */
   maxTokens?: number;
   signal?: AbortSignal;
+  /**
+   * `answer()` only (`recall()` ignores it): hears the answer as the model writes it, each time with the answer's
+   * text so far (the endpoint is asked for a streamed completion; a server that does not stream gives the whole
+   * answer at once). A retry starts the text again, so show the latest text, and the resolved `answer` at the end.
+   * What it throws is ignored.
+   */
+  onText?: (textSoFar: string) => void;
   /**
    * Distilled memory to combine (not with `prune`). Given, or on a memory opened with `distill` and no `prune`,
    * `recall()` resolves with `episodes` and `facts` too (a `DistilledRecallResult`) and `answer()` answers from

@@ -247,3 +247,102 @@ async fn a_js_callback_can_be_the_llm() {
     assert_eq!(calls, 2.0);
     wait(m.close()).await.unwrap();
 }
+
+/// Answer options with `onText` recording what it hears into `globalThis[heard]`.
+fn listening(options: &str, heard: &str) -> JsValue {
+    let o = js(options);
+    let f = Function::new_with_args("t", &format!("(globalThis.{heard} ||= []).push(t)"));
+    Reflect::set(&o, &"onText".into(), &f).unwrap();
+    o
+}
+
+fn heard(name: &str) -> Vec<String> {
+    let v = Reflect::get(&js_sys::global(), &name.into()).unwrap();
+    if v.is_undefined() {
+        return Vec::new();
+    }
+    js_sys::Array::from(&v).iter().map(|t| t.as_string().unwrap()).collect()
+}
+
+#[wasm_bindgen_test]
+async fn an_answer_is_heard_as_the_model_writes_it_in_this_tab_and_in_a_follower() {
+    let answer = "Okafor, the physiotherapist, wants strength work twice a week.";
+    let reply = serde_json::json!({ "answer": answer }).to_string();
+    let steps = serde_json::json!([{ "reply": reply }, { "reply": reply }, { "reply": reply }]).to_string();
+    script(&steps).await;
+    post(&control("__config"), r#"{"pieceMs": 15}"#).await; // pieces apart, so that they arrive apart
+    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 10000}}"#, server()));
+    let m = open_with_llm("t-stream", &llm).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let a = wait(m.answer("Who is the physiotherapist?".into(), listening(r#"{"prune": "none"}"#, "__heardHere")))
+        .await
+        .expect("a streamed answer");
+    assert_eq!(string(&a, "answer"), answer);
+    let here = heard("__heardHere");
+    assert!(here.len() >= 3, "heard in pieces: {here:?}");
+    assert!(here.iter().all(|t| answer.starts_with(t.as_str())), "the answer's text only, never its JSON: {here:?}");
+    assert_eq!(here.last().map(String::as_str), Some(answer));
+    let log = js_sys::JSON::parse(&fetch_text(&control("__log")).await.unwrap()).unwrap();
+    let body = Reflect::get(&js_sys::Array::from(&log).pop(), &"body".into()).unwrap();
+    assert_eq!(Reflect::get(&body, &"stream".into()).unwrap(), JsValue::TRUE);
+
+    // A second tab follows: its listener hears the leader's stream.
+    let second = open("t-stream").await;
+    assert!(!second.is_leader());
+    let a =
+        wait(second.answer("Who is the physiotherapist?".into(), listening(r#"{"prune": "none"}"#, "__heardThere")))
+            .await
+            .expect("a follower's streamed answer");
+    assert_eq!(string(&a, "answer"), answer);
+    let there = heard("__heardThere");
+    assert!(there.len() >= 3, "heard in pieces in the follower: {there:?}");
+    assert_eq!(there.last().map(String::as_str), Some(answer));
+
+    // A listener that throws costs nothing; one that is not a function is refused before any call.
+    let throwing = js(r#"{"prune": "none"}"#);
+    Reflect::set(&throwing, &"onText".into(), &Function::new_with_args("t", "throw new Error('listener bug')"))
+        .unwrap();
+    let a = wait(m.answer("Who is the physiotherapist?".into(), throwing)).await.expect("a listener's bug is ignored");
+    assert_eq!(string(&a, "answer"), answer);
+    let before = requests_logged().await;
+    let err = wait(m.answer("Who?".into(), js(r#"{"onText": "yes"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "INVALID_INPUT");
+    assert_eq!(requests_logged().await, before);
+    wait(second.close()).await.unwrap();
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_js_callback_that_streams_is_heard() {
+    // A callback that streams (WebLLM's `stream: true`) hands loci the raw reply so far; loci hears its answer.
+    let f = Function::new_with_args(
+        "req",
+        r#"const reply = JSON.stringify({ answer: "In the raised bed" });
+           globalThis.__gotOnText = typeof req.onText;
+           if (req.onText) for (let i = 4; i < reply.length; i += 4) req.onText(reply.slice(0, i));
+           return Promise.resolve({ text: reply });"#,
+    );
+    let m = open_with_llm("t-callback-stream", &f.into()).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let a = wait(m.answer("Where are the tomatoes?".into(), listening(r#"{"prune": "none"}"#, "__heardCallback")))
+        .await
+        .expect("answer via a streaming callback");
+    assert_eq!(string(&a, "answer"), "In the raised bed");
+    let got = heard("__heardCallback");
+    assert!(got.len() >= 3 && got.iter().all(|t| "In the raised bed".starts_with(t.as_str())), "{got:?}");
+    assert_eq!(
+        Reflect::get(&js_sys::global(), &"__gotOnText".into()).unwrap().as_string().as_deref(),
+        Some("function")
+    );
+    // Without a listener the callback gets no `onText`.
+    wait(m.answer("Where are the tomatoes?".into(), js(r#"{"prune": "none"}"#))).await.unwrap();
+    assert_eq!(
+        Reflect::get(&js_sys::global(), &"__gotOnText".into()).unwrap().as_string().as_deref(),
+        Some("undefined")
+    );
+    wait(m.close()).await.unwrap();
+}

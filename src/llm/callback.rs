@@ -1,9 +1,11 @@
 //! An [`Llm`] over a JS async function, so WebLLM, Chrome's built-in model or any SDK can serve:
-//! `async ({ messages, json, maxTokens, temperature, schema, signal }) => ({ text, usage? })` where `usage` is
+//! `async ({ messages, json, maxTokens, temperature, schema, signal, onText? }) => ({ text, usage? })` where `usage` is
 //! `{ inputTokens, outputTokens }` (OpenAI's `prompt_tokens` / `completion_tokens` are accepted too); a plain
 //! string return is taken as the text. Missing usage is estimated. A thrown error becomes `LLM_UNAVAILABLE`
 //! (or `ABORTED` when the caller's signal fired). The model's window is the function's `contextTokens` property
-//! when it has one (`fn.contextTokens = 2048`), else [`DEFAULT_CONTEXT_TOKENS`].
+//! when it has one (`fn.contextTokens = 2048`), else [`DEFAULT_CONTEXT_TOKENS`]. `onText` is there when loci
+//! listens to the reply as it is written (a streamed answer): a function that streams may call it with the text so
+//! far; one that does not can ignore it.
 
 use std::rc::Rc;
 
@@ -110,6 +112,18 @@ impl Llm for CallbackLlm {
                 a.on_abort(move || controller.abort());
             }
         }
+        // `onText(textSoFar)`: a callback that streams (WebLLM, an SDK) may call it as the reply grows. It stays
+        // callable until the call returns.
+        let on_text = request.on_text.clone().map(|sink| {
+            Closure::<dyn Fn(JsValue)>::new(move |text: JsValue| {
+                if let Some(text) = text.as_string() {
+                    sink.send(&text);
+                }
+            })
+        });
+        if let Some(f) = &on_text {
+            set(&arg, "onText", f.as_ref());
+        }
         let failed = |e: JsValue| match &request.abort {
             Some(a) if a.is_aborted() => Error::Aborted,
             _ => Error::LlmUnavailable(format!("the llm callback failed: {}", js_message(&e))),
@@ -118,6 +132,7 @@ impl Llm for CallbackLlm {
         if let Some(p) = ret.dyn_ref::<Promise>() {
             ret = JsFuture::from(p.clone()).await.map_err(failed)?;
         }
+        drop(on_text); // a late call from the callback now throws in its own code, not here
         if let Some(a) = &request.abort {
             a.check()?;
         }

@@ -28,7 +28,7 @@ use crate::error::Error;
 use crate::llm::callback::CallbackLlm;
 use crate::llm::fetch::FetchTransport;
 use crate::llm::openai::{OpenAiClient, OpenAiConfig};
-use crate::llm::{AbortSignal, Llm};
+use crate::llm::{AbortSignal, Llm, TextSink};
 use crate::memory::{self, JobOutcome, JobStep, MemoryConfig, RecallOptions};
 use crate::memory::{AnswerOptions, DistillProgress, DistilledRecallOptions, FlushReport, PruneOptions};
 use crate::recall::prune::PruneMode;
@@ -231,6 +231,7 @@ impl Leader {
                 recall: opts.recall_options()?,
                 prune: opts.prune_options(defaults.prune.mode, abort_signal(&options)?)?,
                 max_tokens: opts.max_tokens.or(defaults.max_tokens),
+                on_text: text_sink(&options)?,
             };
             let now = js_sys::Date::now();
             let _first = jobs.foreground(); // the chat before background distillation

@@ -200,7 +200,7 @@ pub(super) struct JsRecallOptions {
     pub(super) expand: Option<bool>,
 }
 
-pub(super) const RECALL_KEYS: [&str; 11] = [
+pub(super) const RECALL_KEYS: [&str; 12] = [
     "k",
     "unitsPerSession",
     "order",
@@ -212,6 +212,7 @@ pub(super) const RECALL_KEYS: [&str; 11] = [
     "signal",
     "sources",
     "expand",
+    "onText",
 ];
 
 impl JsRecallOptions {
@@ -224,6 +225,7 @@ impl JsRecallOptions {
         check_keys(&sources, &["sessions", "episodes", "facts", "rawEpisodes"], "sources")?;
         let data = js_sys::Object::assign(&js_sys::Object::new(), options.unchecked_ref());
         let _ = Reflect::delete_property(&data, &"signal".into());
+        let _ = Reflect::delete_property(&data, &"onText".into());
         from_js(data.into(), what)
     }
 
@@ -315,6 +317,19 @@ impl JsRecallOptions {
         }
         Ok(po)
     }
+}
+
+/// `options.onText` (`answer` only): a function that hears the answer as the model writes it, each time with the
+/// text so far. What it throws is ignored: a listener's bug must not cost the answer.
+pub(super) fn text_sink(options: &JsValue) -> Result<Option<TextSink>, Error> {
+    let js = Reflect::get(options, &"onText".into()).unwrap_or(JsValue::UNDEFINED);
+    if js.is_undefined() || js.is_null() || options.is_undefined() {
+        return Ok(None);
+    }
+    let f: Function = js.dyn_into().map_err(|_| Error::invalid("`onText` must be a function"))?;
+    Ok(Some(TextSink::new(move |text| {
+        let _ = f.call1(&JsValue::NULL, &JsValue::from_str(text));
+    })))
 }
 
 /// Links a JS `AbortSignal` (if given) to ours.

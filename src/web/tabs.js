@@ -1,13 +1,15 @@
 // The glue between the tabs (and workers) of one origin that use the same memory. One of them leads: it holds the
 // Web Lock named after the memory's database, and with it the open memory. The others follow: they forward each call
 // to the leader over a BroadcastChannel, and wait in line for the lock, so that one of them takes over when the
-// leader goes. Messages carry plain data only (structured clone); an `AbortSignal` travels as an "abort" message.
+// leader goes. Messages carry plain data only (structured clone); an `AbortSignal` travels as an "abort" message, an
+// `onText` listener as the "text" messages sent to it.
 //
 // Protocol (every message has `t` and `from`, a random id of the sender):
 //   hello  (follower → all)     who leads?
 //   leader (leader → all)       I do; sent when a leader starts and in answer to `hello`
-//   call   (follower → leader)  { to, id, method, args, abortable }
+//   call   (follower → leader)  { to, id, method, args, abortable, streamed }
 //   abort  (follower → leader)  { to, id }: the caller's signal fired
+//   text   (leader → follower)  { to, id, text }: what the call's `onText` hears (`streamed` calls)
 //   reply  (leader → follower)  { to, id, ok, value | error: { code, message } }
 
 function lociError(code, message) {
@@ -112,6 +114,12 @@ export class TabServer {
       const last = args[args.length - 1];
       if (last && typeof last === "object") last.signal = controller.signal;
     }
+    const last = args[args.length - 1];
+    if (message.streamed && last && typeof last === "object") {
+      last.onText = (text) => {
+        if (!this.closed) this.channel.postMessage({ t: "text", from: this.id, to: message.from, id: message.id, text });
+      };
+    }
     Promise.resolve()
       .then(() => this.dispatch(String(message.method), args))
       .then(
@@ -189,6 +197,15 @@ export class TabClient {
       const waiting = this.waiting;
       this.waiting = [];
       for (const wake of waiting) wake();
+    } else if (message.t === "text" && message.to === this.id) {
+      const call = this.pending.get(message.id);
+      if (call && call.onText) {
+        try {
+          call.onText(message.text);
+        } catch {
+          // a listener's bug must not cost the answer
+        }
+      }
     } else if (message.t === "reply" && message.to === this.id) {
       const call = this.pending.get(message.id);
       if (!call) return;
@@ -211,11 +228,18 @@ export class TabClient {
       const id = ++this.next;
       const sent = Array.from(args);
       let signal = null;
+      let onText = null;
       const last = sent[sent.length - 1];
-      if (last && typeof last === "object" && !Array.isArray(last) && last.signal != null) {
-        signal = last.signal;
+      if (last && typeof last === "object" && !Array.isArray(last)) {
         const copy = { ...last };
-        delete copy.signal;
+        if (last.signal != null) {
+          signal = last.signal;
+          delete copy.signal;
+        }
+        if (typeof last.onText === "function") {
+          onText = last.onText;
+          delete copy.onText;
+        }
         sent[sent.length - 1] = copy;
       }
       if (signal && typeof signal.addEventListener !== "function") {
@@ -230,9 +254,10 @@ export class TabClient {
       const onAbort = () => this.channel.postMessage({ t: "abort", from: this.id, to: leader, id });
       if (signal) signal.addEventListener("abort", onAbort);
       const cleanup = () => signal && signal.removeEventListener("abort", onAbort);
-      this.pending.set(id, { resolve, reject, cleanup });
+      this.pending.set(id, { resolve, reject, cleanup, onText });
       try {
-        this.channel.postMessage({ t: "call", from: this.id, to: leader, id, method, args: sent, abortable: !!signal });
+        const streamed = !!onText;
+        this.channel.postMessage({ t: "call", from: this.id, to: leader, id, method, args: sent, abortable: !!signal, streamed });
       } catch (error) {
         this.pending.delete(id);
         cleanup();
