@@ -24,11 +24,14 @@ function el(tag, text, className) {
 const describeError = (e) => (e && e.code ? `${e.code}: ${e.message}` : String(e));
 const when = (ms) => new Date(ms).toISOString().slice(0, 16).replace("T", " ");
 
+// A line of the transcript; returns it, and its text node for a reply still being written.
 function say(who, text, className) {
   const item = el("li", undefined, className);
-  item.append(el("span", who, "who"), document.createTextNode(text));
+  const body = document.createTextNode(text);
+  item.append(el("span", who, "who"), body);
   $("transcript").append(item);
   item.scrollIntoView({ block: "end" });
+  return { item, body };
 }
 
 function showEvidence(result) {
@@ -133,9 +136,22 @@ async function distill() {
 
 async function reply(question) {
   if (memory.hasLlm) {
-    const a = await memory.answer(question, { k: 3 });
+    // The answer shows as the model writes it (as text: memory is data, never markup); a failed one is taken back.
+    let line = null;
+    const onText = (text) => {
+      line ??= say("loci", "", "bot");
+      line.body.data = text;
+    };
+    let a;
+    try {
+      a = await memory.answer(question, { k: 3, onText });
+    } catch (e) {
+      line?.item.remove();
+      throw e;
+    }
     showEvidence(a);
-    say("loci", a.answer, "bot");
+    if (line) line.body.data = a.answer;
+    else say("loci", a.answer, "bot");
     return { answer: a.answer, note: `${a.spent.calls} LLM calls, ${a.spent.usage.inputTokens + a.spent.usage.outputTokens} tokens` };
   }
   const r = await memory.recall(question, { k: 3, prune: "extractive", order: "rank" });
