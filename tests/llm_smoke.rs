@@ -47,6 +47,26 @@ fn real_model_replies_parse_into_our_types() {
     assert!(!a.answer.trim().is_empty());
     assert!(a.spent.usage.input_tokens > 0 && !a.spent.usage.estimated, "llama.cpp reports usage");
 
+    // Streamed: the answer is heard as the model writes it, and ends as the answer returned.
+    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::<(std::time::Duration, String)>::new()));
+    let (h, started) = (heard.clone(), std::time::Instant::now());
+    let options = AnswerOptions {
+        on_text: Some(loci::llm::TextSink::new(move |t| h.borrow_mut().push((started.elapsed(), t.to_string())))),
+        ..Default::default()
+    };
+    let streamed = block_on(m.answer("Who is Maya's physiotherapist?", &options, &llm, 0.0)).expect("streamed answer");
+    let heard = heard.borrow();
+    println!(
+        "real model streamed answer: {:?}; first text heard after {:?}, {} updates, the answer after {:?}",
+        streamed.answer,
+        heard.first().map(|h| h.0),
+        heard.len(),
+        started.elapsed()
+    );
+    assert!(heard.len() >= 2, "heard in pieces: {heard:?}");
+    assert_eq!(heard.last().map(|h| h.1.trim()), Some(streamed.answer.as_str()));
+    assert!(!streamed.spent.usage.estimated, "the stream's last chunk carries the usage");
+
     // The judge prompt parses too.
     let request = LlmRequest {
         json_schema: Some(prompts::judge_schema()),
