@@ -229,9 +229,9 @@ export interface RecallOptions {
   signal?: AbortSignal;
   /**
    * `answer()` only (`recall()` ignores it): hears the answer as the model writes it, each time with the answer's
-   * text so far (the endpoint is asked for a streamed completion; a server that does not stream gives the whole
-   * answer at once). A retry starts the text again, so show the latest text, and the resolved `answer` at the end.
-   * What it throws is ignored.
+   * text so far (the endpoint is asked for a streamed completion; from a server that does not stream, or a JS
+   * function that does not call `onText`, nothing is heard before the answer resolves). A retry starts the text
+   * again, so show the latest text, and the resolved `answer` at the end. What it throws is ignored.
    */
   onText?: (textSoFar: string) => void;
   /**
