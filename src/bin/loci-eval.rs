@@ -28,7 +28,7 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::{BTreeMap, HashMap, HashSet};
     use std::io::{Read, Write};
     use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ mod cli {
        loci-eval qa --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-api-key KEY]
                     [--llm-context-tokens N] [--judge-base-url URL --judge-model NAME [--judge-api-key KEY]]
                     [--prune llm|llm-spans|extractive|none|nomemory|distilled] [--limit N | --per-category N]
-                    [--max-questions N] [--conversations N] [--sessions N] [--json PATH]
+                    [--max-questions N] [--conversations N] [--sessions N] [--stream on|off] [--json PATH]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
        loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
@@ -578,10 +578,16 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "max-questions",
             "conversations",
             "sessions",
+            "stream",
             "json",
         ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
         let judge = llm_client(&o, "judge")?;
+        let stream = match o.get("stream").map(String::as_str) {
+            None | Some("off") => false,
+            Some("on") => true,
+            Some(_) => return Err("--stream on|off".into()),
+        };
         let path = Path::new(&o["data"]);
         let mut corpora = locomo::load(path, GroundTruth::Clean)?;
         let answers = loci::eval::qa::locomo_answers(path)?;
@@ -630,6 +636,18 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         if let Some(p) = prune.filter(|_| with_memory && !distilled) {
             answer_options.prune.mode = loci::recall::prune::PruneMode::parse(p).map_err(|e| e.to_string())?;
         }
+        // `--stream on`: each answer is streamed to a listener, which notes when it first hears the answer's text
+        // (what a chat shows first), beside when the answer is done.
+        let first_text: Rc<Cell<Option<Instant>>> = Rc::default();
+        if stream {
+            let heard = first_text.clone();
+            answer_options.on_text = Some(loci::llm::TextSink::new(move |_| {
+                if heard.get().is_none() {
+                    heard.set(Some(Instant::now()));
+                }
+            }));
+        }
+        let (mut first_text_s, mut answer_s) = (Vec::new(), Vec::new());
         let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
         let embed = EmbedConfig::default();
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
@@ -660,7 +678,13 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     (true, false) => QaMode::Recall(&answer_options),
                     (true, true) => QaMode::Distilled(&answer_options, Default::default()),
                 };
+                first_text.set(None);
+                let started = Instant::now();
                 records.push(block_on(loci::eval::qa::answer_question(memory, q, gold, mode, &llm, judge, now)));
+                if let Some(heard) = first_text.get() {
+                    first_text_s.push((heard - started).as_secs_f64());
+                    answer_s.push(started.elapsed().as_secs_f64());
+                }
                 bar.inc(1);
             }
         }
@@ -687,9 +711,25 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         for (category, score) in &report.per_category {
             line(locomo::category_name(category).unwrap_or(category), score);
         }
+        let streamed = stream.then(|| {
+            let (first, whole) = (quantiles(&first_text_s), quantiles(&answer_s));
+            println!(
+                "streamed      {} answers heard: first text p50 {:.1} s (p90 {:.1}), the answer done p50 {:.1} s (p90 {:.1}); \
+                 the judge's call, when there is one, comes after",
+                first_text_s.len(),
+                first["p50"].as_f64().unwrap_or(f64::NAN),
+                first["p90"].as_f64().unwrap_or(f64::NAN),
+                whole["p50"].as_f64().unwrap_or(f64::NAN),
+                whole["p90"].as_f64().unwrap_or(f64::NAN),
+            );
+            json!({"first_text_s": first, "answer_s": whole})
+        });
         report_replay(&llm);
         judge.iter().for_each(report_replay);
-        write_json(o.get("json"), &json!({"report": report, "records": records, "distillation": distillation}))
+        write_json(
+            o.get("json"),
+            &json!({"report": report, "records": records, "distillation": distillation, "streamed": streamed}),
+        )
     }
 
     /// Query expansion (issue 16): recall of each question alone against recall merged with the sub-queries the
@@ -897,13 +937,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     .into_iter()
                     .map(|s| s.id)
                     .collect();
-                let mut through = |sources| -> Result<Vec<String>, String> {
-                    let ranked = block_on(memory.sessions_through_distilled(&q.question, sources));
-                    Ok(ranked.map_err(|e| e.to_string())?.into_iter().map(|(s, _)| s).take(10).collect())
+                let vector = block_on(memory.embed_query(&q.question)).map_err(|e| e.to_string())?;
+                let through = |sources| -> Vec<String> {
+                    let ranked = memory.sessions_through_distilled_vector(&vector, sources);
+                    ranked.into_iter().map(|(s, _)| s).take(10).collect()
                 };
-                let bridge = through(DistilledSources::Both)?;
-                let facts = through(DistilledSources::Facts)?;
-                let episodes = through(DistilledSources::Episodes)?;
+                let bridge = through(DistilledSources::Both);
+                let facts = through(DistilledSources::Facts);
+                let episodes = through(DistilledSources::Episodes);
                 let merge = |lists: &[Vec<String>]| recall::interleave(lists, 10, |s: &String| s.clone());
                 let rankings = [
                     alone.clone(),
@@ -1223,16 +1264,19 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         }
     }
 
+    /// `xs`' count and quantiles (nearest rank; `null` when empty).
+    fn quantiles<T: Copy + PartialOrd + serde::Serialize>(xs: &[T]) -> Value {
+        let mut xs = xs.to_vec();
+        xs.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let q = |p: f64| xs.get(((xs.len() as f64 - 1.0) * p).round() as usize).copied();
+        json!({"n": xs.len(), "p10": q(0.1), "p25": q(0.25), "p50": q(0.5), "p75": q(0.75), "p90": q(0.9)})
+    }
+
     /// Calibrating prediction's τ for this embedder: the cosine of each episode with the facts distilled from it
     /// (a topic the memory knows, by construction) and with the best fact of earlier episodes (what prediction
     /// actually sees), as quantiles; and the share of episodes that would evoke a fact of an earlier episode at
     /// each candidate τ.
     fn evocation(d: &loci::distill::DistillState) -> Value {
-        let quantiles = |mut xs: Vec<f32>| -> Value {
-            xs.sort_by(f32::total_cmp);
-            let q = |p: f64| xs.get(((xs.len() as f64 - 1.0) * p).round() as usize).copied();
-            json!({"n": xs.len(), "p10": q(0.1), "p25": q(0.25), "p50": q(0.5), "p75": q(0.75), "p90": q(0.9)})
-        };
         let facts: Vec<&loci::distill::Fact> = d.facts.values().collect();
         let mut own = Vec::new();
         let mut earlier_best = Vec::new();
@@ -1252,8 +1296,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let share =
             |tau: f32| earlier_best.iter().filter(|c| **c >= tau).count() as f64 / earlier_best.len().max(1) as f64;
         json!({
-            "own_fact_cosine": quantiles(own),
-            "best_earlier_fact_cosine": quantiles(earlier_best.clone()),
+            "own_fact_cosine": quantiles(&own),
+            "best_earlier_fact_cosine": quantiles(&earlier_best),
             "share_evoking_at": {"0.85": share(0.85), "0.70": share(0.70), "0.60": share(0.60), "0.55": share(0.55), "0.50": share(0.50), "0.45": share(0.45)},
         })
     }

@@ -515,16 +515,19 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     ) -> Result<Vec<(String, f32)>> {
         self.check_query(query)?;
         let q = self.embedder.embed_query(query).await?;
+        Ok(self.sessions_through_distilled_vector(&q, sources))
+    }
+
+    /// [`sessions_through_distilled`](Self::sessions_through_distilled) of a query embedded already
+    /// ([`embed_query`](Self::embed_query)), for a caller that ranks one query through several `sources`.
+    pub fn sessions_through_distilled_vector(&self, q: &[f32], sources: DistilledSources) -> Vec<(String, f32)> {
         let mut best: FxHashMap<&str, f32> = FxHashMap::default();
-        let episodes = self.distill.episodes.values().map(|e| (&e.vector, &e.turn_ids));
-        let facts = self.distill.active_facts().map(|f| (&f.vector, &f.turn_ids));
-        let (episodes, facts) = match sources {
-            DistilledSources::Both => (Some(episodes), Some(facts)),
-            DistilledSources::Episodes => (Some(episodes), None),
-            DistilledSources::Facts => (None, Some(facts)),
-        };
-        for (vector, turn_ids) in episodes.into_iter().flatten().chain(facts.into_iter().flatten()) {
-            let score = cosine(&q, vector);
+        let use_episodes = matches!(sources, DistilledSources::Both | DistilledSources::Episodes);
+        let use_facts = matches!(sources, DistilledSources::Both | DistilledSources::Facts);
+        let episodes = self.distill.episodes.values().filter(|_| use_episodes).map(|e| (&e.vector, &e.turn_ids));
+        let facts = self.distill.active_facts().filter(|_| use_facts).map(|f| (&f.vector, &f.turn_ids));
+        for (vector, turn_ids) in episodes.chain(facts) {
+            let score = cosine(q, vector);
             for session in turn_ids.iter().filter_map(|id| self.turns.get(id)).map(|t| t.session) {
                 let b = best.entry(session).or_insert(f32::NEG_INFINITY);
                 *b = b.max(score);
@@ -532,7 +535,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
         let mut ranked: Vec<(String, f32)> = best.into_iter().map(|(s, score)| (s.to_string(), score)).collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(ranked)
+        ranked
     }
 
     /// Episodes, oldest first (without vectors).
