@@ -15,26 +15,6 @@ use wasm_bindgen_futures::JsFuture;
 use super::openai::{HttpResponse, HttpTransport, TransportError};
 use super::AbortSignal;
 
-#[wasm_bindgen(inline_js = r#"
-export function textPieces(resp) {
-  const reader = resp.body ? resp.body.getReader() : null;
-  const decoder = new TextDecoder();
-  let ended = false;
-  return async () => {
-    if (ended) return null;
-    if (!reader) { ended = true; return await resp.text(); }
-    const { done, value } = await reader.read();
-    if (done) { ended = true; return decoder.decode(); }
-    return decoder.decode(value, { stream: true });
-  };
-}
-"#)]
-extern "C" {
-    /// A function that resolves to the body's next piece of text as it arrives, then to `null` at its end.
-    #[wasm_bindgen(js_name = textPieces)]
-    fn text_pieces(resp: &web_sys::Response) -> Function;
-}
-
 /// `fetch` behind [`HttpTransport`].
 #[derive(Debug, Clone, Default)]
 pub struct FetchTransport;
@@ -107,6 +87,37 @@ impl HttpTransport for FetchTransport {
     }
 }
 
+/// A 2xx body read as it arrives, each piece of text handed to `on_chunk` (a UTF-8 sequence cut between two reads
+/// is held by the decoder until its end comes); the whole text at its end.
+async fn read_in_pieces(resp: &web_sys::Response, on_chunk: &dyn Fn(&str)) -> Result<String, JsValue> {
+    let Some(body) = resp.body() else {
+        let text = JsFuture::from(resp.text()?).await?.as_string().unwrap_or_default();
+        on_chunk(&text);
+        return Ok(text);
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = body.get_reader().dyn_into()?;
+    let decoder = web_sys::TextDecoder::new()?;
+    let streaming = web_sys::TextDecodeOptions::new();
+    streaming.set_stream(true);
+    let mut text = String::new();
+    loop {
+        let read: web_sys::ReadableStreamReadResult = JsFuture::from(reader.read()).await?.unchecked_into();
+        let piece = if read.get_done().unwrap_or(true) {
+            decoder.decode()?
+        } else {
+            let bytes: js_sys::Uint8Array = read.get_value().dyn_into()?;
+            decoder.decode_with_js_u8_array_and_options(&bytes, &streaming)?
+        };
+        if !piece.is_empty() {
+            on_chunk(&piece);
+            text.push_str(&piece);
+        }
+        if read.get_done().unwrap_or(true) {
+            return Ok(text);
+        }
+    }
+}
+
 impl FetchTransport {
     /// One request; a 2xx body is handed to `on_chunk` as it arrives when given.
     async fn send(
@@ -154,19 +165,7 @@ impl FetchTransport {
                 .map_err(net)?;
             let resp: web_sys::Response = JsFuture::from(promise).await.map_err(net)?.dyn_into().map_err(net)?;
             let text = match on_chunk.filter(|_| (200..300).contains(&resp.status())) {
-                Some(on_chunk) => {
-                    let next = text_pieces(&resp);
-                    let mut text = String::new();
-                    loop {
-                        let promise: Promise = next.call0(&JsValue::NULL).map_err(net)?.dyn_into().map_err(net)?;
-                        let Some(piece) = JsFuture::from(promise).await.map_err(net)?.as_string() else { break };
-                        if !piece.is_empty() {
-                            on_chunk(&piece);
-                            text.push_str(&piece);
-                        }
-                    }
-                    text
-                }
+                Some(on_chunk) => read_in_pieces(&resp, on_chunk).await.map_err(net)?,
                 None => JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?.as_string().unwrap_or_default(),
             };
             let mut out_headers = Vec::new();
