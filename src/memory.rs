@@ -848,7 +848,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             if let Some(t) = self.turns.get(tid) {
                 out.push('\n');
                 let text = crate::text::relative::anchor_relative_dates(&t.text, t.time);
-                out.push_str(&format!("{}: {}", crate::text::single_line(&t.speaker), crate::text::single_line(&text)));
+                out.push_str(&format!("{}: {}", crate::text::single_line(t.speaker), crate::text::single_line(&text)));
                 if let Some(c) = t.caption {
                     out.push_str(&format!(" [shared an image: {}]", crate::text::single_line(c)));
                 }

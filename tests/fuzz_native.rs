@@ -210,8 +210,8 @@ fn sequence(seed: u64, ops: usize, memory: &mut Option<Mem>, operations: &mut us
                     .map_err(|e| format!("step {step}: import: {e}"))?;
                 let mut imported = 0;
                 for (id, turns) in doc {
-                    if !oracle.contains_key(&id) {
-                        oracle.insert(id, turns);
+                    if let std::collections::btree_map::Entry::Vacant(slot) = oracle.entry(id) {
+                        slot.insert(turns);
                         imported += 1;
                     }
                 }

@@ -715,7 +715,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             let (first, whole) = (quantiles(&first_text_s), quantiles(&answer_s));
             println!(
                 "streamed      {} answers heard: first text p50 {:.1} s (p90 {:.1}), the answer done p50 {:.1} s (p90 {:.1}); \
-                 the judge's call, when there is one, comes after",
+                 a judge's call, when there is one, is counted in the latter",
                 first_text_s.len(),
                 first["p50"].as_f64().unwrap_or(f64::NAN),
                 first["p90"].as_f64().unwrap_or(f64::NAN),

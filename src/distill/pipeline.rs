@@ -555,6 +555,7 @@ async fn distill_job(
     }
     let mut old: HashMap<u64, Fact> = HashMap::new();
     let mut reembed: Vec<usize> = Vec::new();
+    #[allow(clippy::needless_range_loop)] // `split_at_mut(i)`: the fact and the ones before it, both mutable
     for i in 0..fresh.len() {
         let Some(d) = decisions.get(&i) else { continue };
         let (earlier, rest) = fresh.split_at_mut(i);

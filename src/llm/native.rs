@@ -240,29 +240,38 @@ impl<T: HttpTransport> ReplayTransport<T> {
     pub fn path(&self) -> Option<PathBuf> {
         self.cache.as_ref().map(|c| c.borrow().path.clone())
     }
-}
 
-#[async_trait(?Send)]
-impl<T: HttpTransport> HttpTransport for ReplayTransport<T> {
-    async fn post(
+    /// One request: the stored answer when there is one (a streamed one handed over in one piece, as it was
+    /// stored whole), else the endpoint's, streamed through when `on_chunk` listens, and stored when it is a `200`.
+    async fn exchange(
         &self,
         url: &str,
         headers: &[(String, String)],
         body: &str,
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
+        on_chunk: Option<&dyn Fn(&str)>,
     ) -> std::result::Result<HttpResponse, TransportError> {
-        let Some(cache) = &self.cache else { return self.inner.post(url, headers, body, timeout_ms, abort).await };
+        let call = || async {
+            match on_chunk {
+                Some(on_chunk) => self.inner.post_streaming(url, headers, body, timeout_ms, abort, on_chunk).await,
+                None => self.inner.post(url, headers, body, timeout_ms, abort).await,
+            }
+        };
+        let Some(cache) = &self.cache else { return call().await };
         let key = (url.to_string(), body.to_string());
         let stored = cache.borrow().answers.get(&key).cloned();
         if let Some(answer) = stored {
             cache.borrow_mut().replayed += 1;
+            if let Some(on_chunk) = on_chunk {
+                on_chunk(&answer);
+            }
             let headers = vec![("content-type".to_string(), "application/json".to_string())];
             return Ok(HttpResponse { status: 200, headers, body: answer });
         }
         cache.borrow_mut().called += 1;
         let started = self.inner.now_ms();
-        let response = self.inner.post(url, headers, body, timeout_ms, abort).await?;
+        let response = call().await?;
         if response.status == 200 {
             let mut c = cache.borrow_mut();
             let ms = self.inner.now_ms() - started;
@@ -279,6 +288,32 @@ impl<T: HttpTransport> HttpTransport for ReplayTransport<T> {
             c.answers.insert(key, response.body.clone());
         }
         Ok(response)
+    }
+}
+
+#[async_trait(?Send)]
+impl<T: HttpTransport> HttpTransport for ReplayTransport<T> {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+    ) -> std::result::Result<HttpResponse, TransportError> {
+        self.exchange(url, headers, body, timeout_ms, abort, None).await
+    }
+
+    async fn post_streaming(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&AbortSignal>,
+        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
+    ) -> std::result::Result<HttpResponse, TransportError> {
+        self.exchange(url, headers, body, timeout_ms, abort, Some(on_chunk)).await
     }
 
     async fn sleep(&self, ms: u64) {
@@ -315,6 +350,22 @@ mod tests {
             self.calls.set(self.calls.get() + 1);
             Ok(HttpResponse { status: self.status, headers: vec![], body: format!("{body} #{}", self.calls.get()) })
         }
+        /// The body in two pieces: its words, then its call number.
+        async fn post_streaming(
+            &self,
+            url: &str,
+            headers: &[(String, String)],
+            body: &str,
+            timeout_ms: u64,
+            abort: Option<&AbortSignal>,
+            on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
+        ) -> std::result::Result<HttpResponse, TransportError> {
+            let resp = self.post(url, headers, body, timeout_ms, abort).await?;
+            let (words, number) = resp.body.split_at(resp.body.find(" #").unwrap_or(0));
+            on_chunk(words);
+            on_chunk(number);
+            Ok(resp)
+        }
         async fn sleep(&self, _ms: u64) {}
         fn now_ms(&self) -> f64 {
             0.0
@@ -328,6 +379,26 @@ mod tests {
     fn post(t: &impl HttpTransport, body: &str) -> HttpResponse {
         let auth = [("Authorization".to_string(), "Bearer sk-secret".to_string())];
         pollster::block_on(t.post("http://127.0.0.1:1/v1/chat/completions", &auth, body, 1000, None)).unwrap()
+    }
+
+    /// The pieces a streamed post hears, and its response body.
+    fn post_streaming(t: &impl HttpTransport, body: &str) -> (Vec<String>, String) {
+        let heard = RefCell::new(Vec::new());
+        let on_chunk = |piece: &str| heard.borrow_mut().push(piece.to_string());
+        let resp = pollster::block_on(t.post_streaming("http://127.0.0.1:1/v1", &[], body, 1000, None, &on_chunk));
+        (heard.into_inner(), resp.unwrap().body)
+    }
+
+    #[test]
+    fn a_stream_goes_through_and_a_replayed_one_is_heard_whole() {
+        let passthrough = ReplayTransport::passthrough(counting(200));
+        assert_eq!(post_streaming(&passthrough, "a"), (vec!["a".into(), " #1".into()], "a #1".into()));
+        let path = temp_path("stream");
+        let cached = ReplayTransport::open(counting(200), &path).unwrap();
+        assert_eq!(post_streaming(&cached, "b"), (vec!["b".into(), " #1".into()], "b #1".into()), "the call streams");
+        assert_eq!(post_streaming(&cached, "b"), (vec!["b #1".into()], "b #1".into()), "the replay, in one piece");
+        assert_eq!(cached.counts(), (1, 1));
+        let _ = std::fs::remove_file(&path);
     }
 
     fn temp_path(name: &str) -> PathBuf {

@@ -368,7 +368,7 @@ async fn qdp_shaped<T: serde::de::DeserializeOwned>(
 
 /// What the answer reads from the memory: a pruned-recall plan, or a fixed context (distilled recall).
 enum AnswerContext {
-    Pruned(PrunedRecallPlan),
+    Pruned(Box<PrunedRecallPlan>),
     Fixed { sessions: Vec<RecalledSession>, context: String, tokens: usize },
 }
 
@@ -570,7 +570,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         Ok(AnswerPlan {
             question: question.into(),
             date: format_time(options.prune.question_time.unwrap_or(now)),
-            context: AnswerContext::Pruned(plan),
+            context: AnswerContext::Pruned(Box::new(plan)),
             max_tokens: options.max_tokens,
             on_text: options.on_text.clone(),
             tokenizer: self.embedder.shared_tokenizer(),

@@ -22,7 +22,7 @@ pub(super) struct UnitRef<'a> {
 
 impl UnitRef<'_> {
     /// The unit, given its session's id.
-    pub fn to_unit(&self, session: &str) -> Unit {
+    pub fn to_unit(self, session: &str) -> Unit {
         Unit { id: self.id, session: session.into(), turn_ids: self.turn_ids.to_vec() }
     }
 }

@@ -548,7 +548,7 @@ mod tests {
         // The order of the lists decides who places first.
         assert_eq!(sessions(interleave(&[part_a, part_b, question.clone()], 3, key)), vec![1, 5, 0]);
         // One list is itself.
-        assert_eq!(interleave(&[question.clone()], 3, key), question[..3].to_vec());
+        assert_eq!(interleave(std::slice::from_ref(&question), 3, key), question[..3].to_vec());
         assert!(interleave(&[] as &[Vec<SessionScore>], 3, key).is_empty());
     }
 

@@ -185,12 +185,15 @@ impl Lost {
     }
 }
 
+/// The owner's listener, called once.
+type LostHook = Box<dyn FnOnce(Lost)>;
+
 /// Tells the memory's owner that its connection is gone, once. The events arrive on the database connection at any
 /// time; the owner (the web layer) subscribes after open, and learns of a loss that came first at once.
 #[derive(Clone, Default)]
 pub struct ConnectionWatch {
     lost: Rc<Cell<Option<Lost>>>,
-    hook: Rc<RefCell<Option<Box<dyn FnOnce(Lost)>>>>,
+    hook: Rc<RefCell<Option<LostHook>>>,
 }
 
 impl ConnectionWatch {

@@ -177,14 +177,14 @@ pub(super) async fn open_inner(
     if !options.is_object() {
         return Err(Error::invalid("Memory.open needs an options object: { name, embedder?, … }"));
     }
-    let on_progress = Reflect::get(&options, &"onProgress".into())
+    let on_progress = Reflect::get(options, &"onProgress".into())
         .ok()
         .filter(|v| !v.is_undefined() && !v.is_null())
         .map(|v| v.dyn_into::<Function>().map_err(|_| Error::invalid("`onProgress` must be a function")))
         .transpose()?;
     // `onProgress` is a function, not data: read above, removed from a copy before the typed parse.
     check_keys(
-        &options,
+        options,
         &[
             "name",
             "embedder",
@@ -200,9 +200,9 @@ pub(super) async fn open_inner(
         "Memory.open options",
     )?;
     let encryption = parse_encryption(options)?;
-    let llm_option = Reflect::get(&options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
-    let distill = parse_distill(&Reflect::get(&options, &"distill".into()).unwrap_or(JsValue::UNDEFINED))?;
-    let embedder = Reflect::get(&options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
+    let llm_option = Reflect::get(options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
+    let distill = parse_distill(&Reflect::get(options, &"distill".into()).unwrap_or(JsValue::UNDEFINED))?;
+    let embedder = Reflect::get(options, &"embedder".into()).unwrap_or(JsValue::UNDEFINED);
     check_keys(
         &embedder,
         &[

@@ -213,7 +213,7 @@ async fn follow(options: JsValue) -> Result<Memory, JsValue> {
 /// Waits for this follower's turn at the lock, then opens the memory here and leads. Calls in flight to the old
 /// leader get `LEADER_GONE`; calls made meanwhile wait for the open.
 async fn take_over_when_due(role: Rc<RefCell<Role>>, turn: JsFuture) {
-    let Ok(release) = turn.await.and_then(|r| r.dyn_into::<Function>().map_err(JsValue::from)) else { return };
+    let Ok(release) = turn.await.and_then(|r| r.dyn_into::<Function>()) else { return };
     let options = match &*role.borrow() {
         Role::Following(f) => {
             f.client.close(); // fails its calls in flight with LEADER_GONE
