@@ -314,6 +314,52 @@ async fn an_answer_is_heard_as_the_model_writes_it_in_this_tab_and_in_a_follower
     wait(m.close()).await.unwrap();
 }
 
+/// Answer options whose `onText` fires `globalThis[controller]` (an `AbortController` it makes) at the first text
+/// heard: a user pressing stop while the answer is being written.
+fn stopped_at_first_text(controller: &str) -> JsValue {
+    let make = Function::new_no_args(&format!("return (globalThis.{controller} = new AbortController()).signal"));
+    let o = js(r#"{"prune": "none"}"#);
+    Reflect::set(&o, &"signal".into(), &make.call0(&JsValue::NULL).unwrap()).unwrap();
+    let stop = Function::new_with_args("t", &format!("globalThis.{controller}.abort()"));
+    Reflect::set(&o, &"onText".into(), &stop).unwrap();
+    o
+}
+
+#[wasm_bindgen_test]
+async fn an_answer_stopped_while_it_is_written_is_aborted_and_the_next_one_is_whole() {
+    let answer = "Okafor, the physiotherapist, wants strength work twice a week, and a walk every day.";
+    let reply = serde_json::json!({ "answer": answer }).to_string();
+    let steps = serde_json::json!([{ "reply": reply }, { "reply": reply }, { "reply": reply }, { "reply": reply }]);
+    script(&steps.to_string()).await;
+    post(&control("__config"), r#"{"pieceMs": 40}"#).await; // ~1.5 s of pieces: the stop comes long before the end
+    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 10000}}"#, server()));
+    let m = open_with_llm("t-stream-stop", &llm).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let before = requests_logged().await;
+    let err = wait(m.answer("Who is the physiotherapist?".into(), stopped_at_first_text("__stopHere"))).await;
+    assert_eq!(code(&err.expect_err("stopped")), "ABORTED");
+    assert_eq!(requests_logged().await, before + 1, "one call, not retried after the stop");
+    let a = wait(m.answer("Who is the physiotherapist?".into(), listening(r#"{"prune": "none"}"#, "__afterStop")))
+        .await
+        .expect("the next answer, whole");
+    assert_eq!(string(&a, "answer"), answer);
+    assert_eq!(heard("__afterStop").last().map(String::as_str), Some(answer));
+
+    // The same from a follower tab: its stop travels to the leader, which aborts the call.
+    let second = open("t-stream-stop").await;
+    assert!(!second.is_leader());
+    let err = wait(second.answer("Who is the physiotherapist?".into(), stopped_at_first_text("__stopThere"))).await;
+    assert_eq!(code(&err.expect_err("stopped in the follower")), "ABORTED");
+    let a = wait(second.answer("Who is the physiotherapist?".into(), js(r#"{"prune": "none"}"#)))
+        .await
+        .expect("the follower's next answer");
+    assert_eq!(string(&a, "answer"), answer);
+    wait(second.close()).await.unwrap();
+    wait(m.close()).await.unwrap();
+}
+
 #[wasm_bindgen_test]
 async fn a_js_callback_that_streams_is_heard() {
     // A callback that streams (WebLLM's `stream: true`) hands loci the raw reply so far; loci hears its answer.

@@ -222,6 +222,29 @@ fn a_streamed_reply_is_heard_as_it_grows_and_ends_as_the_whole_reply() {
 }
 
 #[test]
+fn a_listener_that_stops_the_stream_ends_the_call_at_once() {
+    let server = LlmServer::start();
+    server.config(json!({"pieceMs": 30}));
+    let text = "a long reply that the user stops as soon as it starts to be written, long before its end";
+    server.script(json!([{"reply": text}, {"reply": "next"}]));
+    let stop = loci::llm::AbortSignal::new();
+    let (heard, s) = (std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new())), stop.clone());
+    let h = heard.clone();
+    let on_text = TextSink::new(move |t| {
+        h.borrow_mut().push(t.to_string());
+        s.abort();
+    });
+    let request = LlmRequest { on_text: Some(on_text), abort: Some(stop), ..ask(false) };
+    let err = block_on(client(&server).chat(&request)).unwrap_err();
+    assert!(matches!(err, loci::Error::Aborted), "{err:?}");
+    // Read on to its end, the stream would have been heard ~18 times (a piece of 5 characters each time).
+    assert_eq!(heard.borrow().len(), 1, "nothing read after the stop: {:?}", heard.borrow());
+    assert!(text.starts_with(heard.borrow()[0].as_str()) && heard.borrow()[0].len() < text.len());
+    assert_eq!(server.log().len(), 1, "not retried");
+    assert_eq!(block_on(client(&server).chat(&ask(false))).unwrap().text, "next");
+}
+
+#[test]
 fn a_streamed_reply_cut_at_its_cap_says_so_and_a_structured_retry_starts_the_text_again() {
     let server = LlmServer::start();
     server.script(json!([{"raw": "Sure: the lines are 1.1"}, {"reply": "{\"keep\": [\"1.1\"]}"}]));

@@ -35,15 +35,20 @@ impl UreqTransport {
         Self::default()
     }
 
-    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given.
+    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given. The call blocks, so `abort` is
+    /// heard before it and between the pieces of a stream (a listener that stops the answer it hears).
     fn send(
         &self,
         url: &str,
         headers: &[(String, String)],
         body: &str,
         timeout_ms: u64,
+        abort: Option<&AbortSignal>,
         on_chunk: Option<&dyn Fn(&str)>,
     ) -> Result<HttpResponse, TransportError> {
+        if abort.is_some_and(AbortSignal::is_aborted) {
+            return Err(TransportError::Aborted);
+        }
         let mut req = self.agent.post(url);
         for (k, v) in headers {
             req = req.header(k.as_str(), v.as_str());
@@ -57,7 +62,7 @@ impl UreqTransport {
             .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
         let body = match on_chunk.filter(|_| (200..300).contains(&status)) {
-            Some(on_chunk) => read_in_pieces(resp.body_mut().as_reader(), on_chunk)?,
+            Some(on_chunk) => read_in_pieces(resp.body_mut().as_reader(), abort, on_chunk)?,
             None => resp.body_mut().read_to_string().map_err(map_error)?,
         };
         Ok(HttpResponse { status, headers, body })
@@ -65,8 +70,12 @@ impl UreqTransport {
 }
 
 /// Reads a body to its end, handing each piece of text to `on_chunk` as it arrives (a UTF-8 sequence split between
-/// two reads waits for its end).
-fn read_in_pieces(mut reader: impl std::io::Read, on_chunk: &dyn Fn(&str)) -> Result<String, TransportError> {
+/// two reads waits for its end); stops when `abort` fires.
+fn read_in_pieces(
+    mut reader: impl std::io::Read,
+    abort: Option<&AbortSignal>,
+    on_chunk: &dyn Fn(&str),
+) -> Result<String, TransportError> {
     let mut body = String::new();
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = [0u8; 4096];
@@ -92,6 +101,9 @@ fn read_in_pieces(mut reader: impl std::io::Read, on_chunk: &dyn Fn(&str)) -> Re
             on_chunk(&piece);
             body.push_str(&piece);
         }
+        if abort.is_some_and(AbortSignal::is_aborted) {
+            return Err(TransportError::Aborted);
+        }
     }
     if !pending.is_empty() {
         return Err(TransportError::Network("the response ends inside a UTF-8 sequence".into()));
@@ -109,10 +121,7 @@ impl HttpTransport for UreqTransport {
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
     ) -> Result<HttpResponse, TransportError> {
-        if abort.is_some_and(AbortSignal::is_aborted) {
-            return Err(TransportError::Aborted);
-        }
-        self.send(url, headers, body, timeout_ms, None)
+        self.send(url, headers, body, timeout_ms, abort, None)
     }
 
     async fn post_streaming(
@@ -124,10 +133,7 @@ impl HttpTransport for UreqTransport {
         abort: Option<&AbortSignal>,
         on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
     ) -> Result<HttpResponse, TransportError> {
-        if abort.is_some_and(AbortSignal::is_aborted) {
-            return Err(TransportError::Aborted);
-        }
-        self.send(url, headers, body, timeout_ms, Some(on_chunk))
+        self.send(url, headers, body, timeout_ms, abort, Some(on_chunk))
     }
 
     async fn sleep(&self, ms: u64) {
