@@ -142,12 +142,19 @@ async function reply(question) {
       line ??= say("loci", "", "bot");
       line.body.data = text;
     };
+    // Stop: the answer's calls are cancelled; what was written so far stays, marked, and is not remembered.
+    const stop = new AbortController();
+    $("stop").onclick = () => stop.abort();
+    $("stop").hidden = false;
     let a;
     try {
-      a = await memory.answer(question, { k: 3, onText });
+      a = await memory.answer(question, { k: 3, onText, signal: stop.signal });
     } catch (e) {
-      line?.item.remove();
+      if (e.code === "ABORTED" && line) line.body.data += " [stopped]";
+      else line?.item.remove();
       throw e;
+    } finally {
+      $("stop").hidden = true;
     }
     showEvidence(a);
     if (line) line.body.data = a.answer;
@@ -187,7 +194,8 @@ async function send(event) {
     if (replied.failure) throw replied.failure;
     setStatus(`Replied in ${((performance.now() - started) / 1000).toFixed(1)} s (${replied.note}).`);
   } catch (e) {
-    setStatus(describeError(e), true);
+    if (e.code === "ABORTED") setStatus("Stopped. Your message is remembered; the unfinished reply is not.");
+    else setStatus(describeError(e), true);
   } finally {
     $("send").disabled = false;
     await refreshMeters();

@@ -151,6 +151,25 @@ try {
     "the user's message is kept although the reply failed");
   await fetch(`${control}/__reset`, { method: "POST" });
 
+  // Stop while the reply is being written: what was written stays, marked; the user's message is remembered, the
+  // unfinished reply is not.
+  await fetch(`${control}/__config`, { method: "POST", body: JSON.stringify({ pieceMs: 400 }) });
+  const turnsBeforeStop = await page.evaluate(async () => (await window.loci.memory.stats()).turns);
+  const botsBeforeStop = await page.locator("#transcript li.bot").count();
+  await page.fill("#message", "Who is the physio?");
+  await page.click("#send");
+  await page.waitForFunction((n) => document.querySelectorAll("#transcript li.bot").length > n
+    && document.querySelector("#transcript li.bot:last-child").textContent.length > "loci".length, botsBeforeStop,
+  { timeout: 60_000 });
+  assert.ok(await page.isVisible("#stop"), "Stop is offered while the reply is written");
+  await page.click("#stop");
+  await statusStarts(page, "Stopped.");
+  assert.match(await page.locator("#transcript li.bot").last().textContent(), /\[stopped\]$/);
+  assert.equal(await page.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBeforeStop + 1,
+    "the question is remembered, the unfinished reply is not");
+  assert.ok(!(await page.isVisible("#stop")) && !(await page.isDisabled("#send")));
+  await fetch(`${control}/__reset`, { method: "POST" });
+
   // The API key typed above (a canary) is nowhere at rest: not in IndexedDB, Cache Storage, local or session
   // storage, an export, or the console.
   const canary = "sk-demo-secret";
