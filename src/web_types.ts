@@ -104,7 +104,10 @@ export interface LlmOptions {
   model: string;
   apiKey?: string;
   headers?: Record<string, string>;
-  /** Per request (default 60,000). */
+  /**
+   * Per request (default 60,000); for an answer heard as it is written (`onText`), per wait for the reply to start
+   * or go on, so that a long answer that keeps coming is not cut.
+   */
   timeoutMs?: number;
   /** Requests in flight at once (default 4). */
   maxConcurrency?: number;

@@ -361,6 +361,36 @@ async fn an_answer_stopped_while_it_is_written_is_aborted_and_the_next_one_is_wh
 }
 
 #[wasm_bindgen_test]
+async fn a_streamed_answer_may_outlast_the_time_limit_while_it_goes_on_but_not_stall_past_it() {
+    // 80 characters of answer (+ its JSON) in pieces of 5, 150 ms apart: ~2.7 s against a 1,000 ms limit.
+    let answer = "Okafor, the physiotherapist, wrote it slowly, as a small model writes on a laptop.";
+    let reply = serde_json::json!({ "answer": answer }).to_string();
+    script(&serde_json::json!([{ "reply": reply }]).to_string()).await;
+    post(&control("__config"), r#"{"pieceMs": 150}"#).await;
+    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 1000}}"#, server()));
+    let m = open_with_llm("t-stream-slow", &llm).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let started = js_sys::Date::now();
+    let a = wait(m.answer("Who is the physiotherapist?".into(), listening(r#"{"prune": "none"}"#, "__slow")))
+        .await
+        .expect("a stream that goes on is waited for");
+    assert_eq!(string(&a, "answer"), answer);
+    assert!(js_sys::Date::now() - started > 1000.0, "the stream outlasted the limit");
+    assert!(heard("__slow").len() >= 10);
+    // A stream that stops going on is a timeout.
+    script(&serde_json::json!([{ "reply": reply }]).to_string()).await;
+    post(&control("__config"), r#"{"pieceMs": 1500}"#).await;
+    let err = wait(m.answer("Who is the physiotherapist?".into(), listening(r#"{"prune": "none"}"#, "__stalled")))
+        .await
+        .expect_err("stalled");
+    assert_eq!(code(&err), "TIMEOUT");
+    post(&control("__config"), r#"{"pieceMs": 0}"#).await;
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
 async fn a_js_callback_that_streams_is_heard() {
     // A callback that streams (WebLLM's `stream: true`) hands loci the raw reply so far; loci hears its answer.
     let f = Function::new_with_args(

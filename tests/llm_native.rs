@@ -222,6 +222,27 @@ fn a_streamed_reply_is_heard_as_it_grows_and_ends_as_the_whole_reply() {
 }
 
 #[test]
+fn a_stream_may_outlast_the_time_limit_while_it_goes_on_but_not_stall_past_it() {
+    let server = LlmServer::start();
+    // 70 characters in pieces of 5, 150 ms apart: ~2.1 s in all against the client's 1,000 ms limit.
+    let text = "a reply written slowly, as a small model writes, longer than the limit";
+    server.config(json!({"pieceMs": 150}));
+    server.script(json!([{"reply": text}]));
+    let (request, _) = streamed(false);
+    let started = Instant::now();
+    let reply = block_on(client(&server).chat(&request)).expect("a stream that goes on is waited for");
+    assert_eq!(reply.text, text);
+    assert!(started.elapsed().as_millis() > 1000, "the stream outlasted the limit: {:?}", started.elapsed());
+    // A stream that stops going on (a piece 1,500 ms after the last) is a timeout, not retried.
+    server.config(json!({"pieceMs": 1500}));
+    server.script(json!([{"reply": text}]));
+    let (request, _) = streamed(false);
+    let err = block_on(client(&server).chat(&request)).unwrap_err();
+    assert!(matches!(err, loci::Error::Timeout(_)), "{err:?}");
+    assert_eq!(server.log().len(), 2);
+}
+
+#[test]
 fn a_listener_that_stops_the_stream_ends_the_call_at_once() {
     let server = LlmServer::start();
     server.config(json!({"pieceMs": 30}));

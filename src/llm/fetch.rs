@@ -3,7 +3,7 @@
 //! Cross-origin endpoints must allow the `Authorization` and `Content-Type` headers (CORS) and expose `Retry-After`
 //! for it to be honoured; without it the client falls back to its own backoff.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use async_trait::async_trait;
@@ -87,9 +87,69 @@ impl HttpTransport for FetchTransport {
     }
 }
 
+/// A request's time limit: a `setTimeout` that aborts the request. A stream puts it off at each piece it reads, so
+/// that `timeout_ms` bounds the wait for the reply to start or to go on, not a long answer that keeps coming.
+struct Deadline {
+    ms: u64,
+    timer: RefCell<JsValue>,
+    passed: Rc<Cell<bool>>,
+    /// Called by the timer; kept alive until the timer is cleared (on drop).
+    fire: Closure<dyn Fn()>,
+}
+
+impl Deadline {
+    fn start(ms: u64, controller: web_sys::AbortController) -> Result<Self, TransportError> {
+        let passed = Rc::new(Cell::new(false));
+        let flag = passed.clone();
+        let fire = Closure::<dyn Fn()>::new(move || {
+            flag.set(true);
+            controller.abort();
+        });
+        let deadline = Deadline { ms, timer: RefCell::new(JsValue::UNDEFINED), passed, fire };
+        deadline.arm()?;
+        Ok(deadline)
+    }
+
+    fn arm(&self) -> Result<(), TransportError> {
+        let timer = global_fn("setTimeout")?
+            .call2(&JsValue::NULL, self.fire.as_ref(), &JsValue::from_f64(self.ms as f64))
+            .map_err(|e| TransportError::Network(js_message(&e)))?;
+        *self.timer.borrow_mut() = timer;
+        Ok(())
+    }
+
+    fn clear(&self) {
+        if let Ok(clear) = global_fn("clearTimeout") {
+            let _ = clear.call1(&JsValue::NULL, &self.timer.borrow());
+        }
+    }
+
+    /// The server was heard from: the limit starts again (unless it has passed already).
+    fn put_off(&self) {
+        if !self.passed.get() {
+            self.clear();
+            let _ = self.arm();
+        }
+    }
+
+    fn passed(&self) -> bool {
+        self.passed.get()
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.clear(); // before `fire` goes: a timer must never call a dropped closure
+    }
+}
+
 /// A 2xx body read as it arrives, each piece of text handed to `on_chunk` (a UTF-8 sequence cut between two reads
-/// is held by the decoder until its end comes); the whole text at its end.
-async fn read_in_pieces(resp: &web_sys::Response, on_chunk: &dyn Fn(&str)) -> Result<String, JsValue> {
+/// is held by the decoder until its end comes) and every read told to `on_read`; the whole text at its end.
+async fn read_in_pieces(
+    resp: &web_sys::Response,
+    on_read: &dyn Fn(),
+    on_chunk: &dyn Fn(&str),
+) -> Result<String, JsValue> {
     let Some(body) = resp.body() else {
         let text = JsFuture::from(resp.text()?).await?.as_string().unwrap_or_default();
         on_chunk(&text);
@@ -102,6 +162,7 @@ async fn read_in_pieces(resp: &web_sys::Response, on_chunk: &dyn Fn(&str)) -> Re
     let mut text = String::new();
     loop {
         let read: web_sys::ReadableStreamReadResult = JsFuture::from(reader.read()).await?.unchecked_into();
+        on_read();
         let piece = if read.get_done().unwrap_or(true) {
             decoder.decode()?
         } else {
@@ -144,15 +205,7 @@ impl FetchTransport {
         init.set_body(&JsValue::from_str(body));
         init.set_signal(Some(&controller.signal()));
 
-        let timed_out = Rc::new(Cell::new(false));
-        let (flag, ctl) = (timed_out.clone(), controller.clone());
-        let on_timeout = Closure::once_into_js(move || {
-            flag.set(true);
-            ctl.abort();
-        });
-        let timer = global_fn("setTimeout")?
-            .call2(&JsValue::NULL, &on_timeout, &JsValue::from_f64(timeout_ms as f64))
-            .map_err(net)?;
+        let deadline = Deadline::start(timeout_ms, controller.clone())?;
         if let Some(a) = abort {
             let ctl = controller.clone();
             a.on_abort(move || ctl.abort());
@@ -165,7 +218,7 @@ impl FetchTransport {
                 .map_err(net)?;
             let resp: web_sys::Response = JsFuture::from(promise).await.map_err(net)?.dyn_into().map_err(net)?;
             let text = match on_chunk.filter(|_| (200..300).contains(&resp.status())) {
-                Some(on_chunk) => read_in_pieces(&resp, on_chunk).await.map_err(net)?,
+                Some(on_chunk) => read_in_pieces(&resp, &|| deadline.put_off(), on_chunk).await.map_err(net)?,
                 None => JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?.as_string().unwrap_or_default(),
             };
             let mut out_headers = Vec::new();
@@ -175,12 +228,11 @@ impl FetchTransport {
             Ok(HttpResponse { status: resp.status(), headers: out_headers, body: text })
         }
         .await;
-        if let Ok(clear) = global_fn("clearTimeout") {
-            let _ = clear.call1(&JsValue::NULL, &timer);
-        }
+        let timed_out = deadline.passed();
+        drop(deadline);
         match outcome {
             Err(_) if abort.is_some_and(AbortSignal::is_aborted) => Err(TransportError::Aborted),
-            Err(_) if timed_out.get() => Err(TransportError::Timeout),
+            Err(_) if timed_out => Err(TransportError::Timeout),
             other => other,
         }
     }

@@ -53,7 +53,13 @@ impl UreqTransport {
         for (k, v) in headers {
             req = req.header(k.as_str(), v.as_str());
         }
-        let req = req.config().timeout_global(Some(Duration::from_millis(timeout_ms))).build();
+        let limit = Some(Duration::from_millis(timeout_ms));
+        // A streamed reply: the limit bounds each wait for the server (to connect, to start, to go on), not a long
+        // answer that keeps coming; as `fetch` does in the page.
+        let req = match on_chunk {
+            Some(_) => req.config().timeout_connect(limit).timeout_per_write(limit).timeout_per_read(limit).build(),
+            None => req.config().timeout_global(limit).build(),
+        };
         let mut resp = req.send(body).map_err(map_error)?;
         let status = resp.status().as_u16();
         let headers = resp
@@ -84,9 +90,7 @@ fn read_in_pieces(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
-                return Err(TransportError::Timeout)
-            }
+            Err(e) if is_timeout(&e) => return Err(TransportError::Timeout),
             Err(e) => return Err(TransportError::Network(e.to_string())),
         };
         pending.extend_from_slice(&buf[..n]);
@@ -143,6 +147,14 @@ impl HttpTransport for UreqTransport {
     fn now_ms(&self) -> f64 {
         self.epoch.elapsed().as_secs_f64() * 1000.0
     }
+}
+
+/// A read that timed out: the socket's own, or ureq's limits (an `io::Error` wrapping `ureq::Error::Timeout`).
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)))
 }
 
 fn map_error(e: ureq::Error) -> TransportError {

@@ -7,7 +7,8 @@
 //! - network errors (refused, reset, dropped), 429 and 5xx are retried up to [`OpenAiConfig::max_retries`] times
 //!   with exponential backoff and full jitter; a 429's `Retry-After` (seconds or an HTTP date) is honoured.
 //! - other 4xx are not retried ([`Error::LlmRejected`]); a timeout is not retried either ([`Error::Timeout`]):
-//!   `timeout_ms` bounds what the caller waits for a hung server.
+//!   `timeout_ms` bounds what the caller waits for a hung server: a whole reply, or for a streamed one each wait for
+//!   it to start or go on (a long answer that keeps coming is not cut).
 //! - JSON requests send `response_format`; a 400 whose body mentions `response_format` (or `json_schema` /
 //!   `json_object`) switches it off for this client and the request is resent at once (not counted as a retry).
 //! - usage comes from the response; when absent it is estimated with our tokenizer (`Usage::estimated`).
@@ -98,7 +99,7 @@ pub struct OpenAiConfig {
     pub model: String,
     /// Extra headers (e.g. an organisation id). Values of headers that look secret are redacted in `Debug`.
     pub headers: Vec<(String, String)>,
-    /// Per attempt.
+    /// Per attempt; for a streamed reply, per wait for it to start or go on.
     pub timeout_ms: u64,
     pub max_concurrency: usize,
     /// Retries after the first attempt.
@@ -356,6 +357,12 @@ impl<T: HttpTransport> OpenAiClient<T> {
             // What to do: Ok(reply), Err((error, Some(wait))) to retry, Err((error, None)) to fail.
             let (error, wait): (Error, Option<u64>) = match outcome {
                 Err(TransportError::Aborted) => return Err(Error::Aborted),
+                Err(TransportError::Timeout) if streamed => {
+                    let ms = self.config.timeout_ms;
+                    return Err(Error::Timeout(format!(
+                        "the LLM's streamed reply did not start or go on within {ms} ms"
+                    )));
+                }
                 Err(TransportError::Timeout) => {
                     return Err(Error::Timeout(format!("no reply from the LLM within {} ms", self.config.timeout_ms)))
                 }
