@@ -58,20 +58,9 @@ impl HttpTransport for FetchTransport {
         body: &str,
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
+        on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
     ) -> Result<HttpResponse, TransportError> {
-        self.send(url, headers, body, timeout_ms, abort, None).await
-    }
-
-    async fn post_streaming(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
-    ) -> Result<HttpResponse, TransportError> {
-        self.send(url, headers, body, timeout_ms, abort, Some(on_chunk)).await
+        self.send(url, headers, body, timeout_ms, abort, on_chunk).await
     }
 
     async fn sleep(&self, ms: u64) {

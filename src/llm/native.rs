@@ -124,20 +124,9 @@ impl HttpTransport for UreqTransport {
         body: &str,
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
+        on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
     ) -> Result<HttpResponse, TransportError> {
-        self.send(url, headers, body, timeout_ms, abort, None)
-    }
-
-    async fn post_streaming(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
-    ) -> Result<HttpResponse, TransportError> {
-        self.send(url, headers, body, timeout_ms, abort, Some(on_chunk))
+        self.send(url, headers, body, timeout_ms, abort, on_chunk)
     }
 
     async fn sleep(&self, ms: u64) {
@@ -258,24 +247,22 @@ impl<T: HttpTransport> ReplayTransport<T> {
     pub fn path(&self) -> Option<PathBuf> {
         self.cache.as_ref().map(|c| c.borrow().path.clone())
     }
+}
 
-    /// One request: the stored answer when there is one (a streamed one handed over in one piece, as it was
-    /// stored whole), else the endpoint's, streamed through when `on_chunk` listens, and stored when it is a `200`.
-    async fn exchange(
+#[async_trait(?Send)]
+impl<T: HttpTransport> HttpTransport for ReplayTransport<T> {
+    /// The stored answer when there is one (a streamed one handed over in one piece, as it was stored whole), else
+    /// the endpoint's, streamed through when `on_chunk` listens, and stored when it is a `200`.
+    async fn post(
         &self,
         url: &str,
         headers: &[(String, String)],
         body: &str,
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
-        on_chunk: Option<&dyn Fn(&str)>,
+        on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
     ) -> std::result::Result<HttpResponse, TransportError> {
-        let call = || async {
-            match on_chunk {
-                Some(on_chunk) => self.inner.post_streaming(url, headers, body, timeout_ms, abort, on_chunk).await,
-                None => self.inner.post(url, headers, body, timeout_ms, abort).await,
-            }
-        };
+        let call = || self.inner.post(url, headers, body, timeout_ms, abort, on_chunk);
         let Some(cache) = &self.cache else { return call().await };
         let key = (url.to_string(), body.to_string());
         let stored = cache.borrow().answers.get(&key).cloned();
@@ -306,32 +293,6 @@ impl<T: HttpTransport> ReplayTransport<T> {
             c.answers.insert(key, response.body.clone());
         }
         Ok(response)
-    }
-}
-
-#[async_trait(?Send)]
-impl<T: HttpTransport> HttpTransport for ReplayTransport<T> {
-    async fn post(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-    ) -> std::result::Result<HttpResponse, TransportError> {
-        self.exchange(url, headers, body, timeout_ms, abort, None).await
-    }
-
-    async fn post_streaming(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
-    ) -> std::result::Result<HttpResponse, TransportError> {
-        self.exchange(url, headers, body, timeout_ms, abort, Some(on_chunk)).await
     }
 
     async fn sleep(&self, ms: u64) {
@@ -364,25 +325,17 @@ mod tests {
             body: &str,
             _timeout_ms: u64,
             _abort: Option<&AbortSignal>,
+            on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
         ) -> std::result::Result<HttpResponse, TransportError> {
             self.calls.set(self.calls.get() + 1);
-            Ok(HttpResponse { status: self.status, headers: vec![], body: format!("{body} #{}", self.calls.get()) })
-        }
-        /// The body in two pieces: its words, then its call number.
-        async fn post_streaming(
-            &self,
-            url: &str,
-            headers: &[(String, String)],
-            body: &str,
-            timeout_ms: u64,
-            abort: Option<&AbortSignal>,
-            on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
-        ) -> std::result::Result<HttpResponse, TransportError> {
-            let resp = self.post(url, headers, body, timeout_ms, abort).await?;
-            let (words, number) = resp.body.split_at(resp.body.find(" #").unwrap_or(0));
-            on_chunk(words);
-            on_chunk(number);
-            Ok(resp)
+            let reply = format!("{body} #{}", self.calls.get());
+            if let Some(on_chunk) = on_chunk {
+                // Streamed in two pieces: the words, then the call number.
+                let (words, number) = reply.split_at(reply.find(" #").unwrap_or(0));
+                on_chunk(words);
+                on_chunk(number);
+            }
+            Ok(HttpResponse { status: self.status, headers: vec![], body: reply })
         }
         async fn sleep(&self, _ms: u64) {}
         fn now_ms(&self) -> f64 {
@@ -396,14 +349,14 @@ mod tests {
 
     fn post(t: &impl HttpTransport, body: &str) -> HttpResponse {
         let auth = [("Authorization".to_string(), "Bearer sk-secret".to_string())];
-        pollster::block_on(t.post("http://127.0.0.1:1/v1/chat/completions", &auth, body, 1000, None)).unwrap()
+        pollster::block_on(t.post("http://127.0.0.1:1/v1/chat/completions", &auth, body, 1000, None, None)).unwrap()
     }
 
     /// The pieces a streamed post hears, and its response body.
     fn post_streaming(t: &impl HttpTransport, body: &str) -> (Vec<String>, String) {
         let heard = RefCell::new(Vec::new());
         let on_chunk = |piece: &str| heard.borrow_mut().push(piece.to_string());
-        let resp = pollster::block_on(t.post_streaming("http://127.0.0.1:1/v1", &[], body, 1000, None, &on_chunk));
+        let resp = pollster::block_on(t.post("http://127.0.0.1:1/v1", &[], body, 1000, None, Some(&on_chunk)));
         (heard.into_inner(), resp.unwrap().body)
     }
 

@@ -59,6 +59,9 @@ pub enum TransportError {
 /// Moves one request; sleeps; reads a clock. The only target-specific part of the client.
 #[async_trait(?Send)]
 pub trait HttpTransport {
+    /// One POST. With `on_chunk` (a streamed reply) a 2xx body's text is handed to it piece by piece as it arrives,
+    /// and `timeout_ms` bounds each wait for the server rather than the whole reply; the response holds the whole
+    /// body either way. One method for both, so that a transport wrapping another cannot forget to pass a stream on.
     async fn post(
         &self,
         url: &str,
@@ -66,24 +69,8 @@ pub trait HttpTransport {
         body: &str,
         timeout_ms: u64,
         abort: Option<&AbortSignal>,
+        on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
     ) -> std::result::Result<HttpResponse, TransportError>;
-    /// [`post`](Self::post), handing a 2xx body's text to `on_chunk` piece by piece as it arrives (for a streamed
-    /// reply); the response still holds the whole body. By default the body is read whole and handed over once.
-    async fn post_streaming(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-        on_chunk: &(dyn for<'s> Fn(&'s str) + '_),
-    ) -> std::result::Result<HttpResponse, TransportError> {
-        let resp = self.post(url, headers, body, timeout_ms, abort).await?;
-        if (200..300).contains(&resp.status) {
-            on_chunk(&resp.body);
-        }
-        Ok(resp)
-    }
     async fn sleep(&self, ms: u64);
     /// Milliseconds on a monotonic clock.
     fn now_ms(&self) -> f64;
@@ -340,20 +327,17 @@ impl<T: HttpTransport> OpenAiClient<T> {
             let body = self.body(request);
             let sent_format = body.get("response_format").is_some();
             let streamed = body["stream"] == json!(true);
-            let outcome = match request.on_text.as_ref().filter(|_| streamed) {
-                Some(sink) => {
-                    let events = RefCell::new(StreamedReply::default());
-                    let on_chunk = |chunk: &str| {
-                        let mut events = events.borrow_mut();
-                        if events.feed(chunk) {
-                            sink.send(&events.text);
-                        }
-                    };
-                    let body = body.to_string();
-                    self.transport.post_streaming(&url, &headers, &body, self.config.timeout_ms, abort, &on_chunk).await
+            let events = RefCell::new(StreamedReply::default());
+            let on_chunk = |chunk: &str| {
+                let mut events = events.borrow_mut();
+                let grew = events.feed(chunk);
+                if let Some(sink) = request.on_text.as_ref().filter(|_| grew) {
+                    sink.send(&events.text);
                 }
-                None => self.transport.post(&url, &headers, &body.to_string(), self.config.timeout_ms, abort).await,
             };
+            let on_chunk = streamed.then_some(&on_chunk as &dyn Fn(&str));
+            let body = body.to_string();
+            let outcome = self.transport.post(&url, &headers, &body, self.config.timeout_ms, abort, on_chunk).await;
             // What to do: Ok(reply), Err((error, Some(wait))) to retry, Err((error, None)) to fail.
             let (error, wait): (Error, Option<u64>) = match outcome {
                 Err(TransportError::Aborted) => return Err(Error::Aborted),
@@ -698,6 +682,7 @@ mod tests {
             body: &str,
             _timeout_ms: u64,
             _abort: Option<&AbortSignal>,
+            _on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
         ) -> std::result::Result<HttpResponse, TransportError> {
             self.sent.borrow_mut().push((headers.to_vec(), serde_json::from_str(body).unwrap()));
             self.replies.borrow_mut().pop_front().expect("a scripted reply")
