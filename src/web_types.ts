@@ -229,6 +229,7 @@ export interface RecallOptions {
   questionTime?: string | number;
   /** `answer()` only: output cap of the answer call (`recall()` ignores it, so one options object serves both). */
   maxTokens?: number;
+  /** Cancels the call (its LLM calls included, a streamed answer mid-way too): it rejects with code `ABORTED`. */
   signal?: AbortSignal;
   /**
    * `answer()` only (`recall()` ignores it): hears the answer as the model writes it, each time with the answer's
