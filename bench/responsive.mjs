@@ -9,14 +9,10 @@
 // memory while its jobs wait on the model, and on the same memory with its jobs held, the server set to work on one
 // request at a time as a local model does (target: p50 within 1.5×). `--llm-url` puts a real model (an
 // OpenAI-compatible endpoint, e.g. ../shared/tools/local-llm) in the scripted server's place.
-import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { localBrowser } from "./local-browser.mjs";
+import { localBrowser, scriptedLlm } from "./local-browser.mjs";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);
 const value = (name, d) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : d; };
 const jsonPath = value("--json");
@@ -26,13 +22,8 @@ const answers = Number(value("--answers", 6));
 const realUrl = value("--llm-url");
 const model = value("--model", "scripted");
 
-const server = spawn("node", [resolve(root, "tests/llm-server/server.mjs"), "0"], { stdio: ["ignore", "pipe", "inherit"] });
-const port = await new Promise((ok, fail) => {
-  server.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
-  server.on("exit", (code) => fail(new Error(`LLM server exited (${code})`)));
-});
-const llmOrigin = `http://127.0.0.1:${port}`;
-await fetch(`${llmOrigin}/__config`, { method: "POST", body: JSON.stringify({ latencyMs, slots: 1 }) });
+const server = await scriptedLlm({ latencyMs, slots: 1 });
+const llmOrigin = server.origin;
 
 const { origin, browser, close } = await localBrowser();
 let failed = false;

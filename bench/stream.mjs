@@ -6,13 +6,9 @@
 // answer after it. By default the scripted OpenAI-compatible server (tests/llm-server) writes each reply in pieces
 // of 5 characters --piece-ms apart (default 60: about a small local model's 15 tokens/s); `--llm-url` puts a real
 // model (an OpenAI-compatible endpoint, e.g. ../shared/tools/local-llm) in its place.
-import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { localBrowser } from "./local-browser.mjs";
+import { localBrowser, scriptedLlm } from "./local-browser.mjs";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);
 const value = (name, d) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : d; };
 const jsonPath = value("--json");
@@ -21,17 +17,8 @@ const pieceMs = Number(value("--piece-ms", 60));
 const realUrl = value("--llm-url");
 const model = value("--model", "scripted");
 
-let server = null;
-let llmUrl = realUrl;
-if (!realUrl) {
-  server = spawn("node", [resolve(root, "tests/llm-server/server.mjs"), "0"], { stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise((ok, fail) => {
-    server.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
-    server.on("exit", (code) => fail(new Error(`LLM server exited (${code})`)));
-  });
-  await fetch(`http://127.0.0.1:${port}/__config`, { method: "POST", body: JSON.stringify({ pieceMs }) });
-  llmUrl = `http://127.0.0.1:${port}/v1`;
-}
+const server = realUrl ? null : await scriptedLlm({ pieceMs });
+const llmUrl = realUrl ?? server.url;
 
 const { origin, browser, close } = await localBrowser();
 let failed = false;

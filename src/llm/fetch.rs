@@ -51,6 +51,7 @@ fn js_message(e: &JsValue) -> String {
 
 #[async_trait(?Send)]
 impl HttpTransport for FetchTransport {
+    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given.
     async fn post(
         &self,
         url: &str,
@@ -60,7 +61,51 @@ impl HttpTransport for FetchTransport {
         abort: Option<&AbortSignal>,
         on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
     ) -> Result<HttpResponse, TransportError> {
-        self.send(url, headers, body, timeout_ms, abort, on_chunk).await
+        if abort.is_some_and(AbortSignal::is_aborted) {
+            return Err(TransportError::Aborted);
+        }
+        let net = |e: JsValue| TransportError::Network(js_message(&e));
+        let controller = web_sys::AbortController::new().map_err(net)?;
+        let h = web_sys::Headers::new().map_err(net)?;
+        for (k, v) in headers {
+            h.append(k, v).map_err(net)?;
+        }
+        let init = web_sys::RequestInit::new();
+        init.set_method("POST");
+        init.set_headers(&h);
+        init.set_body(&JsValue::from_str(body));
+        init.set_signal(Some(&controller.signal()));
+
+        let deadline = Deadline::start(timeout_ms, controller.clone())?;
+        if let Some(a) = abort {
+            let ctl = controller.clone();
+            a.on_abort(move || ctl.abort());
+        }
+        let outcome = async {
+            let promise: Promise = global_fn("fetch")?
+                .call2(&js_sys::global(), &JsValue::from_str(url), &init)
+                .map_err(net)?
+                .dyn_into()
+                .map_err(net)?;
+            let resp: web_sys::Response = JsFuture::from(promise).await.map_err(net)?.dyn_into().map_err(net)?;
+            let text = match on_chunk.filter(|_| (200..300).contains(&resp.status())) {
+                Some(on_chunk) => read_in_pieces(&resp, &|| deadline.put_off(), on_chunk).await.map_err(net)?,
+                None => JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?.as_string().unwrap_or_default(),
+            };
+            let mut out_headers = Vec::new();
+            if let Ok(Some(v)) = resp.headers().get("retry-after") {
+                out_headers.push(("retry-after".to_string(), v));
+            }
+            Ok(HttpResponse { status: resp.status(), headers: out_headers, body: text })
+        }
+        .await;
+        let timed_out = deadline.passed();
+        drop(deadline);
+        match outcome {
+            Err(_) if abort.is_some_and(AbortSignal::is_aborted) => Err(TransportError::Aborted),
+            Err(_) if timed_out => Err(TransportError::Timeout),
+            other => other,
+        }
     }
 
     async fn sleep(&self, ms: u64) {
@@ -164,65 +209,6 @@ async fn read_in_pieces(
         }
         if read.get_done().unwrap_or(true) {
             return Ok(text);
-        }
-    }
-}
-
-impl FetchTransport {
-    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given.
-    async fn send(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-        on_chunk: Option<&dyn Fn(&str)>,
-    ) -> Result<HttpResponse, TransportError> {
-        if abort.is_some_and(AbortSignal::is_aborted) {
-            return Err(TransportError::Aborted);
-        }
-        let net = |e: JsValue| TransportError::Network(js_message(&e));
-        let controller = web_sys::AbortController::new().map_err(net)?;
-        let h = web_sys::Headers::new().map_err(net)?;
-        for (k, v) in headers {
-            h.append(k, v).map_err(net)?;
-        }
-        let init = web_sys::RequestInit::new();
-        init.set_method("POST");
-        init.set_headers(&h);
-        init.set_body(&JsValue::from_str(body));
-        init.set_signal(Some(&controller.signal()));
-
-        let deadline = Deadline::start(timeout_ms, controller.clone())?;
-        if let Some(a) = abort {
-            let ctl = controller.clone();
-            a.on_abort(move || ctl.abort());
-        }
-        let outcome = async {
-            let promise: Promise = global_fn("fetch")?
-                .call2(&js_sys::global(), &JsValue::from_str(url), &init)
-                .map_err(net)?
-                .dyn_into()
-                .map_err(net)?;
-            let resp: web_sys::Response = JsFuture::from(promise).await.map_err(net)?.dyn_into().map_err(net)?;
-            let text = match on_chunk.filter(|_| (200..300).contains(&resp.status())) {
-                Some(on_chunk) => read_in_pieces(&resp, &|| deadline.put_off(), on_chunk).await.map_err(net)?,
-                None => JsFuture::from(resp.text().map_err(net)?).await.map_err(net)?.as_string().unwrap_or_default(),
-            };
-            let mut out_headers = Vec::new();
-            if let Ok(Some(v)) = resp.headers().get("retry-after") {
-                out_headers.push(("retry-after".to_string(), v));
-            }
-            Ok(HttpResponse { status: resp.status(), headers: out_headers, body: text })
-        }
-        .await;
-        let timed_out = deadline.passed();
-        drop(deadline);
-        match outcome {
-            Err(_) if abort.is_some_and(AbortSignal::is_aborted) => Err(TransportError::Aborted),
-            Err(_) if timed_out => Err(TransportError::Timeout),
-            other => other,
         }
     }
 }

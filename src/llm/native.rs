@@ -34,45 +34,6 @@ impl UreqTransport {
     pub fn new() -> Self {
         Self::default()
     }
-
-    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given. The call blocks, so `abort` is
-    /// heard before it and between the pieces of a stream (a listener that stops the answer it hears).
-    fn send(
-        &self,
-        url: &str,
-        headers: &[(String, String)],
-        body: &str,
-        timeout_ms: u64,
-        abort: Option<&AbortSignal>,
-        on_chunk: Option<&dyn Fn(&str)>,
-    ) -> Result<HttpResponse, TransportError> {
-        if abort.is_some_and(AbortSignal::is_aborted) {
-            return Err(TransportError::Aborted);
-        }
-        let mut req = self.agent.post(url);
-        for (k, v) in headers {
-            req = req.header(k.as_str(), v.as_str());
-        }
-        let limit = Some(Duration::from_millis(timeout_ms));
-        // A streamed reply: the limit bounds each wait for the server (to connect, to start, to go on), not a long
-        // answer that keeps coming; as `fetch` does in the page.
-        let req = match on_chunk {
-            Some(_) => req.config().timeout_connect(limit).timeout_per_write(limit).timeout_per_read(limit).build(),
-            None => req.config().timeout_global(limit).build(),
-        };
-        let mut resp = req.send(body).map_err(map_error)?;
-        let status = resp.status().as_u16();
-        let headers = resp
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
-        let body = match on_chunk.filter(|_| (200..300).contains(&status)) {
-            Some(on_chunk) => read_in_pieces(resp.body_mut().as_reader(), abort, on_chunk)?,
-            None => resp.body_mut().read_to_string().map_err(map_error)?,
-        };
-        Ok(HttpResponse { status, headers, body })
-    }
 }
 
 /// Reads a body to its end, handing each piece of text to `on_chunk` as it arrives (a UTF-8 sequence split between
@@ -117,6 +78,8 @@ fn read_in_pieces(
 
 #[async_trait(?Send)]
 impl HttpTransport for UreqTransport {
+    /// One request; a 2xx body is handed to `on_chunk` as it arrives when given. The call blocks, so `abort` is
+    /// heard before it and between the pieces of a stream (a listener that stops the answer it hears).
     async fn post(
         &self,
         url: &str,
@@ -126,7 +89,32 @@ impl HttpTransport for UreqTransport {
         abort: Option<&AbortSignal>,
         on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
     ) -> Result<HttpResponse, TransportError> {
-        self.send(url, headers, body, timeout_ms, abort, on_chunk)
+        if abort.is_some_and(AbortSignal::is_aborted) {
+            return Err(TransportError::Aborted);
+        }
+        let mut req = self.agent.post(url);
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let limit = Some(Duration::from_millis(timeout_ms));
+        // A streamed reply: the limit bounds each wait for the server (to connect, to start, to go on), not a long
+        // answer that keeps coming; as `fetch` does in the page.
+        let req = match on_chunk {
+            Some(_) => req.config().timeout_connect(limit).timeout_per_write(limit).timeout_per_read(limit).build(),
+            None => req.config().timeout_global(limit).build(),
+        };
+        let mut resp = req.send(body).map_err(map_error)?;
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let body = match on_chunk.filter(|_| (200..300).contains(&status)) {
+            Some(on_chunk) => read_in_pieces(resp.body_mut().as_reader(), abort, on_chunk)?,
+            None => resp.body_mut().read_to_string().map_err(map_error)?,
+        };
+        Ok(HttpResponse { status, headers, body })
     }
 
     async fn sleep(&self, ms: u64) {
