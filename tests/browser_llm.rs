@@ -422,3 +422,55 @@ async fn a_js_callback_that_streams_is_heard() {
     );
     wait(m.close()).await.unwrap();
 }
+
+#[wasm_bindgen_test]
+async fn a_reasoning_model_answers_in_the_page_without_its_thoughts() {
+    // An OpenAI reasoning model's refusals (max_tokens, temperature, frequency_penalty), then its thoughts written
+    // into the content, quoting JSON, before the answer.
+    let answer = "In the raised bed by the shed.";
+    let reply = serde_json::json!({ "answer": answer }).to_string();
+    script(&serde_json::json!([{ "reply": reply, "times": 2 }]).to_string()).await;
+    let config = r#"{"refuse": ["max_tokens", "temperature", "frequency_penalty"],
+                     "reasoning": {"tokens": 40, "style": "think"}, "pieceMs": 2}"#;
+    post(&control("__config"), config).await;
+    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 10000}}"#, server()));
+    let m = open_with_llm("t-reasoning", &llm).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let a = wait(m.answer("Where are the tomatoes?".into(), listening(r#"{"prune": "none"}"#, "__heardReasoning")))
+        .await
+        .expect("an answer from a reasoning model");
+    assert_eq!(string(&a, "answer"), answer);
+    let got = heard("__heardReasoning");
+    assert!(!got.is_empty() && got.iter().all(|t| answer.starts_with(t.as_str())), "no thoughts heard: {got:?}");
+    let log = js_sys::JSON::parse(&fetch_text(&control("__log")).await.unwrap()).unwrap();
+    let last = Reflect::get(&js_sys::Array::from(&log).pop(), &"body".into()).unwrap();
+    let has = |k: &str| !Reflect::get(&last, &k.into()).unwrap().is_undefined();
+    assert!(has("max_completion_tokens") && !has("max_tokens") && !has("temperature"), "{last:?}");
+    post(&control("__reset"), "").await;
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_js_callback_whose_model_reasons_is_heard_and_read_without_its_thoughts() {
+    // WebLLM with a reasoning model (Qwen3): the content opens with <think>…</think>, which quotes JSON.
+    let f = Function::new_with_args(
+        "req",
+        r#"const reply = '<think>They want {"answer": "a guess"}. Let me look.</think>\n\n' +
+             JSON.stringify({ answer: "In the raised bed" });
+           if (req.onText) for (let i = 3; i < reply.length; i += 3) req.onText(reply.slice(0, i));
+           return Promise.resolve({ text: reply });"#,
+    );
+    let m = open_with_llm("t-callback-reasoning", &f.into()).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    let a = wait(m.answer("Where are the tomatoes?".into(), listening(r#"{"prune": "none"}"#, "__heardThinking")))
+        .await
+        .expect("an answer via a reasoning callback");
+    assert_eq!(string(&a, "answer"), "In the raised bed");
+    let got = heard("__heardThinking");
+    assert!(!got.is_empty() && got.iter().all(|t| "In the raised bed".starts_with(t.as_str())), "{got:?}");
+    wait(m.close()).await.unwrap();
+}

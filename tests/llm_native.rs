@@ -313,3 +313,101 @@ fn a_stream_cut_before_its_end_is_retried() {
     assert_eq!(server.log().len(), 2);
     assert_eq!(heard.borrow().first().map(String::as_str), Some("half a rep"));
 }
+
+/// A request with every optional parameter loci sends.
+fn capped() -> LlmRequest {
+    LlmRequest { max_tokens: Some(100), frequency_penalty: Some(0.3), ..ask(false) }
+}
+
+#[test]
+fn parameters_a_model_refuses_are_renamed_or_left_out_once_and_for_all() {
+    // OpenAI's reasoning models (gpt-5, o-series) refuse `max_tokens`, a temperature other than 1 and
+    // `frequency_penalty`, one 400 at a time.
+    let server = LlmServer::start();
+    server.config(json!({"refuse": ["max_tokens", "temperature", "frequency_penalty"]}));
+    server.script(json!([{"reply": "first"}, {"reply": "second"}]));
+    let c = client(&server);
+    assert_eq!(block_on(c.chat(&capped())).unwrap().text, "first");
+    let sent: Vec<serde_json::Value> = server.log().iter().map(|r| r["body"].clone()).collect();
+    assert_eq!(sent.len(), 4, "each refusal answered by one resend: {sent:?}");
+    let has = |i: usize, k: &str| sent[i].get(k).is_some();
+    assert!(has(0, "max_tokens") && has(0, "temperature") && has(0, "frequency_penalty"));
+    assert!(!has(1, "max_tokens") && sent[1]["max_completion_tokens"] == json!(100) && has(1, "temperature"));
+    assert!(!has(2, "temperature") && has(2, "frequency_penalty"));
+    assert!(!has(3, "frequency_penalty") && !has(3, "temperature") && sent[3]["max_completion_tokens"] == json!(100));
+    let refused = c.refused();
+    assert!(refused.max_tokens && refused.temperature && refused.frequency_penalty && !refused.max_completion_tokens);
+    // Remembered: the next call is sent right the first time.
+    assert_eq!(block_on(c.chat(&capped())).unwrap().text, "second");
+    assert_eq!(server.log().len(), 5);
+    // A refusal of something loci did not send, or sent as the server asked, stands.
+    server.reset();
+    server.script(
+        json!([{"status": 400, "message": "Unsupported parameter: 'top_p' is not supported with this model."}]),
+    );
+    assert_eq!(block_on(c.chat(&capped())).unwrap_err().code(), "LLM_REJECTED");
+    assert_eq!(server.log().len(), 1);
+}
+
+#[test]
+fn a_server_that_takes_every_parameter_gets_them_as_before() {
+    let server = LlmServer::start();
+    server.script(json!([{"status": 400, "message": "max_tokens must be at least 1"}]));
+    let c = client(&server);
+    // A 400 that names a parameter without refusing it is not a refusal.
+    assert_eq!(block_on(c.chat(&capped())).unwrap_err().code(), "LLM_REJECTED");
+    assert_eq!(c.refused(), Default::default());
+    block_on(c.chat(&capped())).unwrap();
+    let body = &server.log()[1]["body"];
+    assert_eq!((body["max_tokens"].as_u64(), body["temperature"].as_f64()), (Some(100), Some(0.0)));
+    assert!(body.get("max_completion_tokens").is_none());
+}
+
+#[test]
+fn a_reasoning_models_thoughts_are_neither_its_reply_nor_heard() {
+    let server = LlmServer::start();
+    // Thoughts in the content that quote a JSON object, as a small reasoning model's do.
+    server.config(json!({"reasoning": {"tokens": 60, "style": "think"}, "pieceMs": 2}));
+    server.script(json!([{"reply": "Paris, in May."}, {"reply": "{\"keep\": [\"1.2\"]}"}]));
+    let c = client(&server);
+    let (request, heard) = streamed(false);
+    let reply = block_on(c.chat(&request)).unwrap();
+    assert_eq!(reply.text, "Paris, in May.");
+    let heard = heard.borrow();
+    assert!(!heard.is_empty() && heard.iter().all(|t| "Paris, in May.".starts_with(t.as_str())), "{heard:?}");
+    assert_eq!(heard.last().map(String::as_str), Some("Paris, in May."));
+    assert!(server.log()[0]["body"]["stream"] == json!(true));
+    assert!(c.reasons());
+    // A structured step reads the object after the thoughts, not the one they quote.
+    let parsed = block_on(chat_json::<QdpReply>(&c, &ask(true))).unwrap();
+    assert_eq!(parsed.value.keep, vec!["1.2"]);
+    assert_eq!(parsed.calls, 1);
+}
+
+#[test]
+fn a_reasoning_model_gets_room_to_think_within_its_window() {
+    let server = LlmServer::start();
+    // Its hidden reasoning (300 tokens) does not fit the step's cap (100): the first reply is empty, cut at the cap.
+    server.config(json!({"reasoning": {"tokens": 300, "style": "hidden"}}));
+    server.script(json!([{"reply": "the answer", "times": 3}]));
+    let c = client(&server);
+    assert!(!c.reasons());
+    let reply = block_on(c.chat(&LlmRequest { max_tokens: Some(100), ..ask(false) })).unwrap();
+    assert_eq!((reply.text.as_str(), reply.truncated), ("the answer", false));
+    let caps: Vec<serde_json::Value> = server.log().iter().map(|r| r["body"]["max_tokens"].clone()).collect();
+    assert_eq!(caps, vec![json!(100), json!(100 + loci::llm::openai::REASONING_ALLOWANCE_TOKENS)]);
+    // From then on every cap has the room at once.
+    block_on(c.chat(&LlmRequest { max_tokens: Some(100), ..ask(false) })).unwrap();
+    assert_eq!(server.log()[2]["body"]["max_tokens"], json!(100 + loci::llm::openai::REASONING_ALLOWANCE_TOKENS));
+
+    // In a small window the room is what the prompt leaves; the server's window check passes.
+    let server = LlmServer::start();
+    server.config(json!({"reasoning": {"tokens": 300, "style": "hidden"}, "contextTokens": 1024}));
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.context_tokens = 1024;
+    let c = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let reply = block_on(c.chat(&LlmRequest { max_tokens: Some(100), ..ask(false) })).unwrap();
+    assert!(!reply.truncated && !reply.text.is_empty(), "{reply:?}");
+    let cap = server.log()[1]["body"]["max_tokens"].as_u64().unwrap();
+    assert!((400..1024).contains(&cap), "{cap}");
+}

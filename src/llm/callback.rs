@@ -16,7 +16,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use super::fit::DEFAULT_CONTEXT_TOKENS;
-use super::{estimate_tokens, Llm, LlmReply, LlmRequest, Role, Usage};
+use super::{estimate_tokens, visible_text, Llm, LlmReply, LlmRequest, Role, TextSink, Usage};
 use crate::error::{Error, Result};
 use crate::text::WordPiece;
 
@@ -114,7 +114,8 @@ impl Llm for CallbackLlm {
         }
         // `onText(textSoFar)`: a callback that streams (WebLLM, an SDK) may call it as the reply grows. It stays
         // callable until the call returns.
-        let on_text = request.on_text.clone().map(|sink| {
+        // A reasoning model's thoughts are not heard: only the text after them.
+        let on_text = request.on_text.as_ref().map(TextSink::without_reasoning).map(|sink| {
             Closure::<dyn Fn(JsValue)>::new(move |text: JsValue| {
                 if let Some(text) = text.as_string() {
                     sink.send(&text);
@@ -143,6 +144,7 @@ impl Llm for CallbackLlm {
                 .and_then(|t| t.as_string())
                 .ok_or_else(|| Error::LlmBadReply("the llm callback must return { text: string, usage? }".into()))?,
         };
+        let text = visible_text(&text).0.to_string();
         let usage_js = Reflect::get(&ret, &"usage".into()).unwrap_or(JsValue::UNDEFINED);
         let reported = (!usage_js.is_undefined() && !usage_js.is_null())
             .then(|| {

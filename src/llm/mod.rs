@@ -173,6 +173,28 @@ pub struct LlmRequest {
     pub on_text: Option<TextSink>,
 }
 
+/// A reply's text without the model's reasoning, and whether there was any. Reasoning models served as chat
+/// models (DeepSeek-R1 and its distills, QwQ, Qwen3 in WebLLM, LM Studio or an older llama.cpp) write their thoughts
+/// into the content, inside `<think>…</think>` before the answer; some chat templates open the block themselves, so
+/// that the reply holds only its end. The thoughts are not the answer: shown, they would be the chat's reply;
+/// parsed, they often quote the JSON asked for. While the block is open (a reply still being written, or cut at its
+/// cap) nothing is visible yet.
+pub fn visible_text(raw: &str) -> (&str, bool) {
+    const OPEN: &str = "<think>";
+    const CLOSE: &str = "</think>";
+    fn after_close(from: &str) -> &str {
+        from.find(CLOSE).map_or("", |i| from[i + CLOSE.len()..].trim_start())
+    }
+    if let Some(inside) = raw.trim_start().strip_prefix(OPEN) {
+        return (after_close(inside), true);
+    }
+    match raw.find(CLOSE) {
+        // Opened by the template: the reply starts inside the block.
+        Some(i) if !raw[..i].contains(OPEN) => (after_close(raw), true),
+        _ => (raw, false),
+    }
+}
+
 /// A listener for a reply's text so far ([`LlmRequest::on_text`]).
 #[derive(Clone)]
 pub struct TextSink(pub Rc<dyn Fn(&str)>);
@@ -184,6 +206,22 @@ impl TextSink {
 
     pub fn send(&self, text: &str) {
         (self.0)(text)
+    }
+
+    /// This listener, fed raw replies so far: it hears them without the model's reasoning ([`visible_text`]), so
+    /// nothing while the model thinks, and only when what it would hear changed.
+    pub fn without_reasoning(&self) -> TextSink {
+        let (inner, heard) = (self.clone(), RefCell::new(String::new()));
+        TextSink::new(move |raw| {
+            // A reply that so far is the start of `<think>` may be one.
+            let opening = !raw.trim().is_empty() && "<think>".starts_with(raw.trim_start());
+            let visible = if opening { "" } else { visible_text(raw).0 };
+            let mut heard = heard.borrow_mut();
+            if visible != heard.as_str() && !(visible.is_empty() && heard.is_empty()) {
+                inner.send(visible);
+                visible.clone_into(&mut heard);
+            }
+        })
     }
 }
 
@@ -329,6 +367,26 @@ mod tests {
         signal.on_abort(move || h.set(h.get() + 10));
         assert_eq!(hits.get(), 11);
         assert_eq!(signal.check().unwrap_err().code(), "ABORTED");
+    }
+
+    #[test]
+    fn a_models_reasoning_is_not_part_of_its_reply() {
+        let cases = [
+            ("<think>They want JSON like {\"a\": 1}.</think>\n\n{\"a\": 2}", "{\"a\": 2}", true),
+            ("  \n<think>\nhmm\n</think>Paris.", "Paris.", true),
+            // The template opened the block: only its end is in the reply.
+            ("The user asks where. They said Paris.\n</think>\n\nParis.", "Paris.", true),
+            // Still thinking (being written, or cut at the cap): nothing to show yet.
+            ("<think>The user asks", "", true),
+            ("<think>", "", true),
+            ("Paris.", "Paris.", false),
+            ("", "", false),
+            // A block that does not open the reply is the reply's own text.
+            ("Write <think> then </think> around it.", "Write <think> then </think> around it.", false),
+        ];
+        for (raw, visible, reasoned) in cases {
+            assert_eq!(visible_text(raw), (visible, reasoned), "{raw:?}");
+        }
     }
 
     #[test]

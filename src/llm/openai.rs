@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{estimate_tokens, AbortSignal, Llm, LlmReply, LlmRequest, Usage};
+use super::{estimate_tokens, visible_text, AbortSignal, Llm, LlmReply, LlmRequest, Usage};
 use crate::error::{Error, Result};
 use crate::text::WordPiece;
 
@@ -181,8 +181,30 @@ pub struct OpenAiClient<T: HttpTransport> {
     response_format_ok: Cell<bool>,
     /// Cleared once the server rejected a streamed request.
     stream_ok: Cell<bool>,
+    /// The optional parameters the server refused by name, renamed or left out from then on.
+    refused: Cell<Refused>,
+    /// Set once a reply showed that the model reasons before it answers: output caps get room for the reasoning.
+    reasons: Cell<bool>,
     rng: Cell<u64>,
 }
+
+/// Optional request parameters a server refused by name ([`refused_param`]). OpenAI's reasoning models (o-series,
+/// gpt-5 and later) refuse `max_tokens` ("Use 'max_completion_tokens' instead"), any `temperature` but 1 and
+/// `frequency_penalty`; each is found by a 400 naming it, and the request is sent again at once without it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// The cap is sent as `max_completion_tokens`.
+    pub max_tokens: bool,
+    /// No cap is sent at all (a server that took neither name).
+    pub max_completion_tokens: bool,
+    pub temperature: bool,
+    pub frequency_penalty: bool,
+}
+
+/// Output tokens added to each cap for a model that reasons (at most what the window leaves): loci's caps are sized
+/// for the answer alone (a JSON object, a short reply), and a reasoning model spends its cap on thinking first. Its
+/// hidden reasoning for such a step is typically a few hundred tokens.
+pub const REASONING_ALLOWANCE_TOKENS: u32 = 2048;
 
 impl<T: HttpTransport> std::fmt::Debug for OpenAiClient<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -204,6 +226,8 @@ impl<T: HttpTransport> OpenAiClient<T> {
             tokenizer: None,
             response_format_ok: Cell::new(true),
             stream_ok: Cell::new(true),
+            refused: Cell::new(Refused::default()),
+            reasons: Cell::new(false),
             rng: Cell::new(seed),
         })
     }
@@ -228,6 +252,29 @@ impl<T: HttpTransport> OpenAiClient<T> {
         self.response_format_ok.get()
     }
 
+    /// The optional parameters the server refused so far.
+    pub fn refused(&self) -> Refused {
+        self.refused.get()
+    }
+
+    /// Whether a reply showed that the model reasons before answering (its caps then get
+    /// [`REASONING_ALLOWANCE_TOKENS`] more).
+    pub fn reasons(&self) -> bool {
+        self.reasons.get()
+    }
+
+    /// The output cap sent for `request`: its own, plus room for reasoning once the model is known to reason, as far
+    /// as the window leaves room after the prompt.
+    fn cap(&self, request: &LlmRequest) -> Option<u32> {
+        let cap = request.max_tokens?;
+        if !self.reasons.get() {
+            return Some(cap);
+        }
+        let prompt = self.estimate(request, "").input_tokens;
+        let room = (self.config.context_tokens as u64).saturating_sub(prompt + cap as u64);
+        Some(cap + REASONING_ALLOWANCE_TOKENS.min(room.min(u32::MAX as u64) as u32))
+    }
+
     /// Whether `request` is sent as a streamed completion: its caller listens to the text, and the server has not
     /// refused a stream.
     fn streams(&self, request: &LlmRequest) -> bool {
@@ -246,13 +293,16 @@ impl<T: HttpTransport> OpenAiClient<T> {
             // The usage comes in a last chunk only when asked for (OpenAI, llama.cpp, vLLM).
             body["stream_options"] = json!({"include_usage": true});
         }
-        if let Some(t) = request.temperature {
+        let refused = self.refused.get();
+        if let Some(t) = request.temperature.filter(|_| !refused.temperature) {
             body["temperature"] = json!(t);
         }
-        if let Some(m) = request.max_tokens {
-            body["max_tokens"] = json!(m);
+        match self.cap(request) {
+            Some(m) if !refused.max_tokens => body["max_tokens"] = json!(m),
+            Some(m) if !refused.max_completion_tokens => body["max_completion_tokens"] = json!(m),
+            _ => {}
         }
-        if let Some(p) = request.frequency_penalty {
+        if let Some(p) = request.frequency_penalty.filter(|_| !refused.frequency_penalty) {
             body["frequency_penalty"] = json!(p);
         }
         if self.response_format_ok.get() {
@@ -320,6 +370,8 @@ impl<T: HttpTransport> OpenAiClient<T> {
         let url = self.config.url();
         let headers = self.headers();
         let mut retries = 0u32;
+        // The listener hears the reply without the model's reasoning: nothing while it thinks.
+        let listener = request.on_text.as_ref().map(super::TextSink::without_reasoning);
         loop {
             if let Some(a) = abort {
                 a.check()?;
@@ -331,13 +383,13 @@ impl<T: HttpTransport> OpenAiClient<T> {
             let on_chunk = |chunk: &str| {
                 let mut events = events.borrow_mut();
                 let grew = events.feed(chunk);
-                if let Some(sink) = request.on_text.as_ref().filter(|_| grew) {
+                if let Some(sink) = listener.as_ref().filter(|_| grew) {
                     sink.send(&events.text);
                 }
             };
             let on_chunk = streamed.then_some(&on_chunk as &dyn Fn(&str));
-            let body = body.to_string();
-            let outcome = self.transport.post(&url, &headers, &body, self.config.timeout_ms, abort, on_chunk).await;
+            let text = body.to_string();
+            let outcome = self.transport.post(&url, &headers, &text, self.config.timeout_ms, abort, on_chunk).await;
             // What to do: Ok(reply), Err((error, Some(wait))) to retry, Err((error, None)) to fail.
             let (error, wait): (Error, Option<u64>) = match outcome {
                 Err(TransportError::Aborted) => return Err(Error::Aborted),
@@ -352,7 +404,15 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 }
                 Err(TransportError::Network(e)) => (Error::LlmUnavailable(e), Some(self.backoff_ms(retries))),
                 Ok(resp) if (200..300).contains(&resp.status) => match parse_any_reply(&resp.body) {
-                    Ok(Parsed { text, usage, truncated }) => {
+                    Ok(Parsed { text, usage, truncated, reasoned }) => {
+                        if reasoned && !self.reasons.replace(true) {
+                            // First sign that the model reasons: a reply whose cap went on thinking is asked again
+                            // at once with room for it (not a retry), where the window leaves any.
+                            let before = request.max_tokens;
+                            if truncated && text.trim().is_empty() && self.cap(request) != before {
+                                continue;
+                            }
+                        }
                         let usage = usage.unwrap_or_else(|| self.estimate(request, &text));
                         let latency_ms = self.transport.now_ms() - start;
                         return Ok(LlmReply { text, usage, latency_ms, truncated });
@@ -372,6 +432,7 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 Ok(resp) if (resp.status == 400 || resp.status == 413) && mentions_context_size(&resp.body) => {
                     (Error::LlmContextExceeded(self.describe(&resp)), None)
                 }
+                Ok(resp) if self.refuse(refused_param(&resp, &body)) => continue,
                 Ok(resp) if resp.status == 429 => {
                     let hint = resp.header("retry-after").and_then(|v| parse_retry_after(v, self.transport.now_ms()));
                     let err = Error::LlmRateLimited { message: self.describe(&resp), retry_after_ms: hint };
@@ -394,6 +455,25 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 _ => return Err(error),
             }
         }
+    }
+
+    /// Leaves out (or renames) the parameter a server refused; false when there is none, or it was already left
+    /// out (then the refusal stands).
+    fn refuse(&self, param: Option<&str>) -> bool {
+        let mut r = self.refused.get();
+        let flag = match param {
+            Some("max_tokens") => &mut r.max_tokens,
+            Some("max_completion_tokens") => &mut r.max_completion_tokens,
+            Some("temperature") => &mut r.temperature,
+            Some("frequency_penalty") => &mut r.frequency_penalty,
+            _ => return false,
+        };
+        if *flag {
+            return false;
+        }
+        *flag = true;
+        self.refused.set(r);
+        true
     }
 
     fn estimate(&self, request: &LlmRequest, text: &str) -> Usage {
@@ -425,10 +505,22 @@ impl<T: HttpTransport> Llm for OpenAiClient<T> {
 /// What a chat-completions response body says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
+    /// The content without the model's reasoning ([`visible_text`]).
     pub text: String,
     pub usage: Option<Usage>,
     /// `finish_reason: "length"`: the model stopped at the output cap.
     pub truncated: bool,
+    /// The model reasoned before answering: reasoning tokens in the usage (OpenAI's reasoning models), a
+    /// `reasoning_content` / `reasoning` field (DeepSeek, llama.cpp, Ollama, OpenRouter) or a `<think>` block in the
+    /// content. Its reasoning counts against the output cap.
+    pub reasoned: bool,
+}
+
+impl Parsed {
+    fn new(raw: &str, usage: Option<Usage>, truncated: bool, reasoned: bool) -> Self {
+        let (text, thought) = visible_text(raw);
+        Parsed { text: text.to_string(), usage, truncated, reasoned: reasoned || thought }
+    }
 }
 
 /// The content, usage and finish reason of a chat-completions response body.
@@ -444,7 +536,8 @@ pub fn parse_reply(body: &str) -> Result<Parsed> {
     };
     let usage = usage_of(&v);
     let truncated = v["choices"][0]["finish_reason"].as_str() == Some("length");
-    Ok(Parsed { text, usage, truncated })
+    let reasoned = reasoned_in(&v["choices"][0]["message"]) || reasoning_tokens(&v) > 0;
+    Ok(Parsed::new(&text, usage, truncated, reasoned))
 }
 
 /// A 2xx body: a streamed completion (server-sent events) when it is one, else a JSON completion (a server that
@@ -463,7 +556,7 @@ pub fn parse_any_reply(body: &str) -> Result<Parsed> {
         // Cut off before its end (a proxy, a dropped connection): transient as far as we can tell.
         return Err(Error::LlmBadReply(format!("the stream ended early: {}", snippet(&events.text))));
     }
-    Ok(Parsed { text: events.text, usage: events.usage, truncated: events.truncated })
+    Ok(Parsed::new(&events.text, events.usage, events.truncated, events.reasoned))
 }
 
 /// A streamed chat completion read as it arrives: `data: {…}` lines whose `choices[0].delta.content` pieces make the
@@ -482,6 +575,8 @@ struct StreamedReply {
     /// `[DONE]` was read.
     done: bool,
     error: Option<String>,
+    /// Reasoning was streamed beside the content, or counted in the usage.
+    reasoned: bool,
 }
 
 impl StreamedReply {
@@ -511,6 +606,7 @@ impl StreamedReply {
                 self.text.push_str(piece);
                 grew |= !piece.is_empty();
             }
+            self.reasoned |= reasoned_in(&choice["delta"]) || reasoning_tokens(&v) > 0;
             if let Some(reason) = choice["finish_reason"].as_str() {
                 self.finished = true;
                 self.truncated = reason == "length";
@@ -530,6 +626,17 @@ fn usage_of(v: &Value) -> Option<Usage> {
         output_tokens: u.get("completion_tokens")?.as_u64()?,
         estimated: false,
     })
+}
+
+/// Reasoning tokens in a response's usage (`completion_tokens_details.reasoning_tokens`, OpenAI's reasoning models).
+fn reasoning_tokens(v: &Value) -> u64 {
+    v["usage"]["completion_tokens_details"]["reasoning_tokens"].as_u64().unwrap_or(0)
+}
+
+/// Whether a message (or a streamed delta) carries reasoning beside its content: `reasoning_content` (DeepSeek,
+/// llama.cpp, vLLM) or `reasoning` (Ollama, OpenRouter).
+fn reasoned_in(message: &Value) -> bool {
+    ["reasoning_content", "reasoning"].iter().any(|k| message[k].as_str().is_some_and(|r| !r.trim().is_empty()))
 }
 
 /// A 400 that says the server does not stream (or not with `stream_options`).
@@ -554,6 +661,32 @@ fn mentions_context_size(body: &str) -> bool {
     ]
     .iter()
     .any(|p| b.contains(p))
+}
+
+/// The optional parameter of `sent` that a 400 (or 422) refuses by name: OpenAI's `error.param` (`"param":
+/// "max_tokens"`, code `unsupported_parameter` or `unsupported_value`), else an error message that names it and says
+/// it is not supported ("Unsupported parameter: 'frequency_penalty' is not supported with this model.",
+/// "Extra inputs are not permitted").
+fn refused_param(resp: &HttpResponse, sent: &Value) -> Option<&'static str> {
+    if resp.status != 400 && resp.status != 422 {
+        return None;
+    }
+    let candidates = ["max_tokens", "max_completion_tokens", "temperature", "frequency_penalty"];
+    let sent: Vec<&'static str> = candidates.into_iter().filter(|k| sent.get(*k).is_some()).collect();
+    let v: Value = serde_json::from_str(&resp.body).unwrap_or(Value::Null);
+    if let Some(param) = v["error"]["param"].as_str() {
+        if let Some(&k) = sent.iter().find(|k| **k == param) {
+            return Some(k);
+        }
+    }
+    let message =
+        v["error"]["message"].as_str().map_or_else(|| resp.body.to_ascii_lowercase(), str::to_ascii_lowercase);
+    let refusal = ["unsupported", "not supported", "does not support", "not allowed", "not permitted", "unrecognized"];
+    if !refusal.iter().any(|r| message.contains(r)) {
+        return None;
+    }
+    // The first named: "'max_tokens' is not supported … Use 'max_completion_tokens' instead" names both.
+    sent.into_iter().filter_map(|k| message.find(k).map(|at| (at, k))).min().map(|(_, k)| k)
 }
 
 fn mentions_response_format(body: &str) -> bool {

@@ -7,13 +7,24 @@
 //                               in the default mode (below) when the script is empty.
 //   POST /__script              body: [step, …] or {steps: [step, …]} — replaces the queue of steps.
 //   POST /__reset               empties the queue and the log, and resets the config.
-//   POST /__config              body: {contextTokens?, latencyMs?, slots?, pieceMs?} — a model's limits, for every
-//                               later request (pieceMs: a streamed reply's pieces come this far apart):
+//   POST /__config              body: {contextTokens?, latencyMs?, slots?, pieceMs?, refuse?, reasoning?} — a model's
+//                               limits, for every later request (pieceMs: a streamed reply's pieces come this far
+//                               apart):
 //                               contextTokens: a request whose prompt (≈ 4 characters per token, + 4 per message)
 //                               plus its max_tokens exceeds this gets 400 "… exceeds the available context size …"
 //                               (llama.cpp's wording); latencyMs: every answer waits this long (a slow model);
 //                               slots: at most this many requests are worked on at once, the others wait in line
 //                               (llama.cpp serves one by default); a request whose client went away leaves its slot.
+//                               refuse: ["max_tokens", "temperature", "frequency_penalty"] — a request that has one
+//                               of them gets the 400 OpenAI's reasoning models give (the first in that order, their
+//                               wording, `param` and `code`); a temperature of 1 is taken.
+//                               reasoning: {tokens, style: "hidden" | "think"} — a reasoning model, which thinks
+//                               `tokens` tokens (4 characters each) before it answers, within the request's cap
+//                               (`max_completion_tokens` or `max_tokens`): "hidden" spends them out of sight and
+//                               counts them in `usage.completion_tokens_details.reasoning_tokens` (OpenAI); "think"
+//                               writes them into the content inside <think>…</think> (DeepSeek-R1 on a plain
+//                               server). A cap that does not hold thoughts and answer cuts the reply there,
+//                               finish_reason "length".
 //   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
 //   GET  /__health              "ok".
 //   GET  /__fixture/locomo/N    {sampleId, conversation, questions} of LoCoMo sample N, read from ../shared/data/locomo (or
@@ -102,10 +113,49 @@ function completion(content, request, usage, finishReason = "stop") {
   return body;
 }
 
+const REFUSALS = {
+  max_tokens: { message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+    type: "invalid_request_error", param: "max_tokens", code: "unsupported_parameter" },
+  temperature: { message: "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.",
+    type: "invalid_request_error", param: "temperature", code: "unsupported_value" },
+  frequency_penalty: { message: "Unsupported parameter: 'frequency_penalty' is not supported with this model.",
+    type: "invalid_request_error", param: "frequency_penalty", code: "unsupported_parameter" },
+};
+
+function refusal(request) {
+  const refused = (config.refuse ?? []).filter((p) => request[p] !== undefined && !(p === "temperature" && request[p] === 1));
+  const first = Object.keys(REFUSALS).find((p) => refused.includes(p));
+  return first && REFUSALS[first];
+}
+
+// `config.reasoning`: the model thinks before it answers, all within the request's cap (see the header).
+function reasoned(body, request) {
+  const r = config.reasoning;
+  if (!r) return body;
+  const cap = request.max_completion_tokens ?? request.max_tokens ?? Infinity;
+  const choice = body.choices[0];
+  const thought = "They want a JSON object such as {\"keep\": []}, so let me think. ".repeat(r.tokens).slice(0, r.tokens * 4);
+  const hidden = r.style !== "think" ? r.tokens : 0;
+  const full = r.style === "think" ? `<think>${thought}</think>\n\n${choice.message.content}` : choice.message.content;
+  const room = Math.max(0, (cap - hidden) * 4);
+  if (cap < hidden || full.length > room) {
+    choice.message.content = full.slice(0, room);
+    choice.finish_reason = "length";
+  } else {
+    choice.message.content = full;
+  }
+  if (body.usage) {
+    body.usage.completion_tokens = Math.min(cap, hidden + Math.ceil(choice.message.content.length / 4));
+    if (hidden) body.usage.completion_tokens_details = { reasoning_tokens: Math.min(cap, hidden) };
+  }
+  return body;
+}
+
 // A completion as the client asked for it: one JSON body, or with `stream: true` server-sent events as OpenAI sends
 // them (the content in pieces of a few characters, `config.pieceMs` apart; the finish reason in the last piece; the
 // usage in a chunk of its own when `stream_options.include_usage`; then `[DONE]`).
 async function sendCompletion(res, request, body) {
+  body = reasoned(body, request);
   if (request.stream !== true) return send(res, 200, body);
   res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
   const event = (choices, extra = {}) => {
@@ -302,12 +352,14 @@ function next() {
 async function answer(req, res, request) {
   if (config.latencyMs) await new Promise((r) => setTimeout(r, config.latencyMs));
   if (config.contextTokens) {
-    const needed = promptTokens(request) + (request.max_tokens ?? 0);
+    const needed = promptTokens(request) + (request.max_tokens ?? request.max_completion_tokens ?? 0);
     if (needed > config.contextTokens) {
       return send(res, 400, { error: { type: "exceed_context_size_error", message:
         `the request (${needed} tokens) exceeds the available context size (${config.contextTokens} tokens), try increasing it` } });
     }
   }
+  const refused = refusal(request);
+  if (refused) return send(res, 400, { error: refused });
   let step = queue.shift();
   if (step && step.times > 1) queue.unshift({ ...step, times: step.times - 1 });
   if (step?.delayMs) await new Promise((r) => setTimeout(r, step.delayMs));
