@@ -119,6 +119,13 @@ export interface LlmOptions {
    * for a small WebLLM model, 128,000 for gpt-4o-mini) so prompts are neither cut needlessly nor refused.
    */
   contextTokens?: number;
+  /**
+   * Fields added to every request body, for what a server takes besides the protocol's: e.g.
+   * `{ reasoning_effort: "low" }` (OpenAI's reasoning models think less and answer sooner), `{ chat_template_kwargs:
+   * { enable_thinking: false } }` (Qwen3 on vLLM or llama.cpp), `{ seed: 1 }`. The fields loci sets itself (`model`,
+   * `messages`, `stream`, `max_tokens`, `temperature`, `response_format`, …) are not replaced.
+   */
+  extraBody?: Record<string, unknown>;
 }
 
 /**

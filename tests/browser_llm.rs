@@ -433,8 +433,13 @@ async fn a_reasoning_model_answers_in_the_page_without_its_thoughts() {
     let config = r#"{"refuse": ["max_tokens", "temperature", "frequency_penalty"],
                      "reasoning": {"tokens": 40, "style": "think"}, "pieceMs": 2}"#;
     post(&control("__config"), config).await;
-    let llm = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 10000}}"#, server()));
+    let llm = js(&format!(
+        r#"{{"baseUrl": "{}", "model": "test", "timeoutMs": 10000, "extraBody": {{"reasoning_effort": "low"}}}}"#,
+        server()
+    ));
     let m = open_with_llm("t-reasoning", &llm).await;
+    let bad = js(&format!(r#"{{"baseUrl": "{}", "model": "test", "extraBody": "low"}}"#, server()));
+    assert_eq!(code(&m.set_llm(bad).unwrap_err()), "INVALID_INPUT", "extraBody must be an object");
     for (session, msgs) in SESSIONS {
         wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
     }
@@ -448,6 +453,8 @@ async fn a_reasoning_model_answers_in_the_page_without_its_thoughts() {
     let last = Reflect::get(&js_sys::Array::from(&log).pop(), &"body".into()).unwrap();
     let has = |k: &str| !Reflect::get(&last, &k.into()).unwrap().is_undefined();
     assert!(has("max_completion_tokens") && !has("max_tokens") && !has("temperature"), "{last:?}");
+    let effort = Reflect::get(&last, &"reasoning_effort".into()).unwrap();
+    assert_eq!(effort.as_string().as_deref(), Some("low"), "extraBody sent");
     post(&control("__reset"), "").await;
     wait(m.close()).await.unwrap();
 }

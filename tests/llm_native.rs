@@ -350,6 +350,21 @@ fn parameters_a_model_refuses_are_renamed_or_left_out_once_and_for_all() {
 }
 
 #[test]
+fn extra_body_fields_go_with_every_request_without_replacing_the_clients_own() {
+    let server = LlmServer::start();
+    let mut config = OpenAiConfig::new(server.base_url(), "test-model");
+    config.extra_body = json!({"reasoning_effort": "low", "seed": 7, "temperature": 0.9, "model": "other"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let c = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    block_on(c.chat(&capped())).unwrap();
+    let body = &server.log()[0]["body"];
+    assert_eq!((body["reasoning_effort"].clone(), body["seed"].clone()), (json!("low"), json!(7)));
+    assert_eq!((body["model"].clone(), body["temperature"].as_f64()), (json!("test-model"), Some(0.0)));
+}
+
+#[test]
 fn a_server_that_takes_every_parameter_gets_them_as_before() {
     let server = LlmServer::start();
     server.script(json!([{"status": 400, "message": "max_tokens must be at least 1"}]));

@@ -98,6 +98,9 @@ pub struct OpenAiConfig {
     pub max_retry_after_ms: u64,
     /// The model's context window in tokens; prompts are sized against it ([`super::fit`]).
     pub context_tokens: usize,
+    /// Fields added to every request body (a server's own parameters: `reasoning_effort`, `seed`, …). The fields
+    /// the client sets itself are not replaced.
+    pub extra_body: serde_json::Map<String, Value>,
 }
 
 impl OpenAiConfig {
@@ -114,6 +117,7 @@ impl OpenAiConfig {
             backoff_max_ms: 20_000,
             max_retry_after_ms: 60_000,
             context_tokens: super::fit::DEFAULT_CONTEXT_TOKENS,
+            extra_body: serde_json::Map::new(),
         }
     }
 
@@ -311,6 +315,11 @@ impl<T: HttpTransport> OpenAiClient<T> {
                     json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema, "strict": true}});
             } else if request.json {
                 body["response_format"] = json!({"type": "json_object"});
+            }
+        }
+        if let Value::Object(fields) = &mut body {
+            for (k, v) in &self.config.extra_body {
+                fields.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
         body

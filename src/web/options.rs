@@ -351,7 +351,8 @@ pub(super) fn abort_signal(options: &JsValue) -> Result<Option<AbortSignal>, Err
     Ok(Some(ours))
 }
 
-/// The user's LLM: `{ baseUrl, apiKey?, model, headers?, timeoutMs?, maxConcurrency?, maxRetries? }` for an
+/// The user's LLM: `{ baseUrl, apiKey?, model, headers?, timeoutMs?, maxConcurrency?, maxRetries?, contextTokens?,
+/// extraBody? }` for an
 /// OpenAI-compatible endpoint, or an async function `({ messages, json, maxTokens, temperature }) => ({ text, usage? })`.
 /// The API key lives in this object only: never stored, never logged.
 /// The LLM of `llm` options; `tokenizer` counts its tokens when the endpoint does not (`None`: a follower tab only
@@ -369,7 +370,17 @@ pub(super) fn parse_llm(v: &JsValue, tokenizer: Option<&Rc<WordPiece>>) -> Resul
     }
     check_keys(
         v,
-        &["baseUrl", "apiKey", "model", "headers", "timeoutMs", "maxConcurrency", "maxRetries", "contextTokens"],
+        &[
+            "baseUrl",
+            "apiKey",
+            "model",
+            "headers",
+            "timeoutMs",
+            "maxConcurrency",
+            "maxRetries",
+            "contextTokens",
+            "extraBody",
+        ],
         "llm options",
     )?;
     #[derive(Deserialize)]
@@ -383,6 +394,7 @@ pub(super) fn parse_llm(v: &JsValue, tokenizer: Option<&Rc<WordPiece>>) -> Resul
         max_concurrency: Option<usize>,
         max_retries: Option<u32>,
         context_tokens: Option<usize>,
+        extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     }
     let o: LlmOptions = from_js(v.clone(), "llm options")?;
     let mut config = OpenAiConfig::new(o.base_url, o.model);
@@ -400,6 +412,7 @@ pub(super) fn parse_llm(v: &JsValue, tokenizer: Option<&Rc<WordPiece>>) -> Resul
     if let Some(c) = o.context_tokens {
         config.context_tokens = c;
     }
+    config.extra_body = o.extra_body.unwrap_or_default();
     let mut client = OpenAiClient::new(config, FetchTransport::new())?;
     if let Some(t) = tokenizer {
         client = client.with_tokenizer(t.clone());
