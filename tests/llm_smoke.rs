@@ -156,3 +156,61 @@ fn a_real_model_distills_two_short_sessions_with_provenance() {
         }
     }
 }
+
+/// The real model made to reason as DeepSeek-R1 does on a plain server: its reply is opened with `<think>` (an
+/// assistant prefix the server continues) and, with no grammar to hold it, it thinks before its JSON.
+struct Reasoning<'a>(&'a OpenAiClient<UreqTransport>);
+
+#[async_trait::async_trait(?Send)]
+impl loci::llm::Llm for Reasoning<'_> {
+    async fn chat(&self, request: &LlmRequest) -> loci::error::Result<loci::llm::LlmReply> {
+        let mut request = LlmRequest { json: false, json_schema: None, ..request.clone() };
+        request.messages.insert(
+            0,
+            loci::llm::ChatMessage::system("Think step by step inside <think> and </think>, then give your reply."),
+        );
+        request.messages.push(loci::llm::ChatMessage::assistant("<think>\n"));
+        self.0.chat(&request).await
+    }
+
+    fn context_tokens(&self) -> usize {
+        loci::llm::Llm::context_tokens(self.0)
+    }
+}
+
+#[test]
+#[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
+fn a_real_model_that_reasons_first_answers_without_its_thoughts() {
+    let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
+    let mut config = OpenAiConfig::new(url, "local");
+    config.timeout_ms = 120_000;
+    let client = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let mc = MemoryConfig::default();
+    let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
+    let physio = [
+        msg("Maya", "My physiotherapist, Dr. Okafor, wants strength work twice a week.", "2024-04-14T18:30:00Z"),
+        msg("Bot", "Squats and step-ups are classics.", "2024-04-14T18:31:00Z"),
+    ];
+    block_on(m.add_messages(&physio, Some("physio"), 0.0)).unwrap();
+    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+    let h = heard.clone();
+    let options = AnswerOptions {
+        prune: loci::memory::PruneOptions { mode: loci::recall::prune::PruneMode::None, ..Default::default() },
+        on_text: Some(loci::llm::TextSink::new(move |t| h.borrow_mut().push(t.to_string()))),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let a = block_on(m.answer("Who is Maya's physiotherapist?", &options, &Reasoning(&client), 0.0))
+        .expect("the answer after the thoughts parses");
+    let heard = heard.borrow();
+    println!(
+        "real model reasoning first: answer {:?} after {:?}; {} updates heard, the first {:?}",
+        a.answer,
+        started.elapsed(),
+        heard.len(),
+        heard.first()
+    );
+    assert!(client.reasons(), "the reply opened with <think>");
+    assert!(!a.answer.trim().is_empty() && !a.answer.contains("think>"), "{:?}", a.answer);
+    assert!(heard.iter().all(|t| !t.contains("think>")), "thoughts heard: {heard:?}");
+}

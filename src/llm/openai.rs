@@ -268,14 +268,15 @@ impl<T: HttpTransport> OpenAiClient<T> {
     }
 
     /// The output cap sent for `request`: its own, plus room for reasoning once the model is known to reason, as far
-    /// as the window leaves room after the prompt.
+    /// as the window leaves room after the prompt (a prompt sized to fill the window gets none).
     fn cap(&self, request: &LlmRequest) -> Option<u32> {
         let cap = request.max_tokens?;
         if !self.reasons.get() {
             return Some(cap);
         }
+        // A tenth of the window stays free: the prompt's size is an estimate.
         let prompt = self.estimate(request, "").input_tokens;
-        let room = (self.config.context_tokens as u64).saturating_sub(prompt + cap as u64);
+        let room = (self.config.context_tokens as u64 * 9 / 10).saturating_sub(prompt + cap as u64);
         Some(cap + REASONING_ALLOWANCE_TOKENS.min(room.min(u32::MAX as u64) as u32))
     }
 
