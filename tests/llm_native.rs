@@ -367,13 +367,17 @@ fn extra_body_fields_go_with_every_request_without_replacing_the_clients_own() {
 #[test]
 fn a_server_that_takes_every_parameter_gets_them_as_before() {
     let server = LlmServer::start();
-    server.script(json!([{"status": 400, "message": "max_tokens must be at least 1"}]));
+    // A 400 that names a parameter without refusing it is not a refusal, even with OpenAI's `param` field.
+    let too_large = json!({"error": {"message": "max_tokens is too large: 20000. This model supports at most 16384 \
+        completion tokens, whereas you provided 20000.", "type": "invalid_request_error", "param": "max_tokens",
+        "code": "invalid_value"}});
+    server.script(json!([{"status": 400, "message": "max_tokens must be at least 1"}, {"body400": too_large}]));
     let c = client(&server);
-    // A 400 that names a parameter without refusing it is not a refusal.
+    assert_eq!(block_on(c.chat(&capped())).unwrap_err().code(), "LLM_REJECTED");
     assert_eq!(block_on(c.chat(&capped())).unwrap_err().code(), "LLM_REJECTED");
     assert_eq!(c.refused(), Default::default());
     block_on(c.chat(&capped())).unwrap();
-    let body = &server.log()[1]["body"];
+    let body = &server.log()[2]["body"];
     assert_eq!((body["max_tokens"].as_u64(), body["temperature"].as_f64()), (Some(100), Some(0.0)));
     assert!(body.get("max_completion_tokens").is_none());
 }

@@ -684,16 +684,18 @@ fn refused_param(resp: &HttpResponse, sent: &Value) -> Option<&'static str> {
     let candidates = ["max_tokens", "max_completion_tokens", "temperature", "frequency_penalty"];
     let sent: Vec<&'static str> = candidates.into_iter().filter(|k| sent.get(*k).is_some()).collect();
     let v: Value = serde_json::from_str(&resp.body).unwrap_or(Value::Null);
+    let message =
+        v["error"]["message"].as_str().map_or_else(|| resp.body.to_ascii_lowercase(), str::to_ascii_lowercase);
+    // A refusal, not a bad value: "max_tokens is too large" (`param: "max_tokens"` too) keeps its parameter.
+    let refusal = ["unsupported", "not supported", "does not support", "not allowed", "not permitted", "unrecognized"];
+    let code = v["error"]["code"].as_str().unwrap_or("");
+    if !code.starts_with("unsupported") && !refusal.iter().any(|r| message.contains(r)) {
+        return None;
+    }
     if let Some(param) = v["error"]["param"].as_str() {
         if let Some(&k) = sent.iter().find(|k| **k == param) {
             return Some(k);
         }
-    }
-    let message =
-        v["error"]["message"].as_str().map_or_else(|| resp.body.to_ascii_lowercase(), str::to_ascii_lowercase);
-    let refusal = ["unsupported", "not supported", "does not support", "not allowed", "not permitted", "unrecognized"];
-    if !refusal.iter().any(|r| message.contains(r)) {
-        return None;
     }
     // The first named: "'max_tokens' is not supported … Use 'max_completion_tokens' instead" names both.
     sent.into_iter().filter_map(|k| message.find(k).map(|at| (at, k))).min().map(|(_, k)| k)

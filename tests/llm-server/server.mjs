@@ -40,6 +40,7 @@
 //   {hang: true}             never answers (the client must time out)
 //   {drop: true}             destroys the connection without an HTTP response
 //   {body: "..."}            200 with this raw HTTP body (a malformed completion)
+//   {body400: {...}}         400 with this body (an error exactly as some server words it)
 //   {rejectResponseFormat: true}   400 "response_format is not supported" if the request has response_format,
 //                            else answers in the default mode
 // Default mode (no script): answers from the prompt, deterministically. It reads the <memory>…</memory> block and
@@ -379,6 +380,7 @@ async function answer(req, res, request) {
     return send(res, step.status, { error: { message: step.message ?? `scripted status ${step.status}` } }, headers);
   }
   if (step.body !== undefined) return send(res, 200, step.body);
+  if (step.body400 !== undefined) return send(res, 400, step.body400);
   if (step.fenced !== undefined) {
     const content = "Here is the JSON you asked for:\n```json\n" + JSON.stringify(step.fenced, null, 2) + "\n```\nAnything else?";
     return sendCompletion(res, request, completion(content, request, step.usage));
