@@ -157,19 +157,21 @@ fn a_real_model_distills_two_short_sessions_with_provenance() {
     }
 }
 
-/// The real model made to reason as DeepSeek-R1 does on a plain server: its reply is opened with `<think>` (an
-/// assistant prefix the server continues) and, with no grammar to hold it, it thinks before its JSON.
+/// The real model's reply opened with thoughts, as a reasoning model's is on a plain server. A small model neither
+/// reasons on its own nor keeps to JSON without a grammar (which llama.cpp cannot apply after a prefix), so the server
+/// continues an assistant prefix that holds the thoughts and the start of the JSON asked for, and hands back that
+/// prefix with the model's own continuation (not streamed: a stream carries only the continuation).
 struct Reasoning<'a>(&'a OpenAiClient<UreqTransport>);
+
+/// The thoughts quote an answer: read as the reply, it would be "unknown".
+const THOUGHTS: &str = "<think>\nIf the memory did not say, I would reply {\"answer\": \"unknown\"}. It does say.\n\
+                        </think>\n\n{\"answer\": \"";
 
 #[async_trait::async_trait(?Send)]
 impl loci::llm::Llm for Reasoning<'_> {
     async fn chat(&self, request: &LlmRequest) -> loci::error::Result<loci::llm::LlmReply> {
-        let mut request = LlmRequest { json: false, json_schema: None, ..request.clone() };
-        request.messages.insert(
-            0,
-            loci::llm::ChatMessage::system("Think step by step inside <think> and </think>, then give your reply."),
-        );
-        request.messages.push(loci::llm::ChatMessage::assistant("<think>\n"));
+        let mut request = LlmRequest { json: false, json_schema: None, on_text: None, ..request.clone() };
+        request.messages.push(loci::llm::ChatMessage::assistant(THOUGHTS));
         self.0.chat(&request).await
     }
 
@@ -192,25 +194,14 @@ fn a_real_model_that_reasons_first_answers_without_its_thoughts() {
         msg("Bot", "Squats and step-ups are classics.", "2024-04-14T18:31:00Z"),
     ];
     block_on(m.add_messages(&physio, Some("physio"), 0.0)).unwrap();
-    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
-    let h = heard.clone();
     let options = AnswerOptions {
         prune: loci::memory::PruneOptions { mode: loci::recall::prune::PruneMode::None, ..Default::default() },
-        on_text: Some(loci::llm::TextSink::new(move |t| h.borrow_mut().push(t.to_string()))),
         ..Default::default()
     };
     let started = std::time::Instant::now();
     let a = block_on(m.answer("Who is Maya's physiotherapist?", &options, &Reasoning(&client), 0.0))
         .expect("the answer after the thoughts parses");
-    let heard = heard.borrow();
-    println!(
-        "real model reasoning first: answer {:?} after {:?}; {} updates heard, the first {:?}",
-        a.answer,
-        started.elapsed(),
-        heard.len(),
-        heard.first()
-    );
+    println!("real model after its thoughts: answer {:?} in {:?}", a.answer, started.elapsed());
     assert!(client.reasons(), "the reply opened with <think>");
-    assert!(!a.answer.trim().is_empty() && !a.answer.contains("think>"), "{:?}", a.answer);
-    assert!(heard.iter().all(|t| !t.contains("think>")), "thoughts heard: {heard:?}");
+    assert!(!a.answer.trim().is_empty() && !a.answer.contains("think>") && a.answer != "unknown", "{:?}", a.answer);
 }
