@@ -404,6 +404,24 @@ fn a_reasoning_models_thoughts_are_neither_its_reply_nor_heard() {
 }
 
 #[test]
+fn a_model_known_to_reason_is_streamed_so_that_its_long_reply_is_not_cut_by_the_time_limit() {
+    let server = LlmServer::start();
+    server.config(json!({"reasoning": {"tokens": 40, "style": "think"}}));
+    server.script(json!([{"reply": "a short first reply"}, {"reply": "the answer", "times": 2}]));
+    let c = client(&server); // a 1 s limit
+    block_on(c.chat(&ask(false))).unwrap();
+    assert!(c.reasons());
+    // Now its thoughts take ~1.6 s to write, in pieces 40 ms apart.
+    server.config(json!({"reasoning": {"tokens": 40, "style": "think"}, "pieceMs": 40, "wholeAfterPieces": true}));
+    let reply = block_on(c.chat(&ask(true))).unwrap();
+    assert_eq!(reply.text, "the answer");
+    let log = server.log();
+    assert_eq!((log[0]["body"]["stream"].clone(), log[1]["body"]["stream"].clone()), (json!(false), json!(true)));
+    // A client that does not know awaits the reply whole, and the limit cuts it.
+    assert_eq!(block_on(client(&server).chat(&ask(true))).unwrap_err().code(), "TIMEOUT");
+}
+
+#[test]
 fn a_reasoning_model_gets_room_to_think_within_its_window() {
     let server = LlmServer::start();
     // Its hidden reasoning (300 tokens) does not fit the step's cap (100): the first reply is empty, cut at the cap.

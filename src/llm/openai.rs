@@ -280,10 +280,11 @@ impl<T: HttpTransport> OpenAiClient<T> {
         Some(cap + REASONING_ALLOWANCE_TOKENS.min(room.min(u32::MAX as u64) as u32))
     }
 
-    /// Whether `request` is sent as a streamed completion: its caller listens to the text, and the server has not
-    /// refused a stream.
+    /// Whether `request` is sent as a streamed completion: its caller listens to the text, or the model is known to
+    /// reason (then `timeout_ms` bounds each wait for its reply to go on rather than the whole reply, which its
+    /// thinking lengthens: a slow local reasoning model thinks for minutes); and the server has not refused a stream.
     fn streams(&self, request: &LlmRequest) -> bool {
-        request.on_text.is_some() && self.stream_ok.get()
+        (request.on_text.is_some() || self.reasons.get()) && self.stream_ok.get()
     }
 
     /// The request body; `response_format` only when asked and not known to be rejected.

@@ -9,7 +9,8 @@
 //   POST /__reset               empties the queue and the log, and resets the config.
 //   POST /__config              body: {contextTokens?, latencyMs?, slots?, pieceMs?, refuse?, reasoning?} — a model's
 //                               limits, for every later request (pieceMs: a streamed reply's pieces come this far
-//                               apart):
+//                               apart; with wholeAfterPieces: true, a reply not streamed comes when its last piece
+//                               would have):
 //                               contextTokens: a request whose prompt (≈ 4 characters per token, + 4 per message)
 //                               plus its max_tokens exceeds this gets 400 "… exceeds the available context size …"
 //                               (llama.cpp's wording); latencyMs: every answer waits this long (a slow model);
@@ -157,7 +158,12 @@ function reasoned(body, request) {
 // usage in a chunk of its own when `stream_options.include_usage`; then `[DONE]`).
 async function sendCompletion(res, request, body) {
   body = reasoned(body, request);
-  if (request.stream !== true) return send(res, 200, body);
+  if (request.stream !== true) {
+    // `config.wholeAfterPieces`: a reply not streamed comes when all its pieces would have been written.
+    const pieces = Math.ceil(body.choices[0].message.content.length / 5);
+    if (config.wholeAfterPieces && config.pieceMs) await new Promise((r) => setTimeout(r, pieces * config.pieceMs));
+    return send(res, 200, body);
+  }
   res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
   const event = (choices, extra = {}) => {
     const chunk = { id: body.id, object: "chat.completion.chunk", created: body.created, model: body.model, choices, ...extra };
