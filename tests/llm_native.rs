@@ -335,8 +335,7 @@ fn parameters_a_model_refuses_are_renamed_or_left_out_once_and_for_all() {
     assert!(!has(1, "max_tokens") && sent[1]["max_completion_tokens"] == json!(100) && has(1, "temperature"));
     assert!(!has(2, "temperature") && has(2, "frequency_penalty"));
     assert!(!has(3, "frequency_penalty") && !has(3, "temperature") && sent[3]["max_completion_tokens"] == json!(100));
-    let refused = c.refused();
-    assert!(refused.max_tokens && refused.temperature && refused.frequency_penalty && !refused.max_completion_tokens);
+    assert_eq!(c.refused(), ["max_tokens", "temperature", "frequency_penalty"]);
     // Remembered: the next call is sent right the first time.
     assert_eq!(block_on(c.chat(&capped())).unwrap().text, "second");
     assert_eq!(server.log().len(), 5);
@@ -375,7 +374,7 @@ fn a_server_that_takes_every_parameter_gets_them_as_before() {
     let c = client(&server);
     assert_eq!(block_on(c.chat(&capped())).unwrap_err().code(), "LLM_REJECTED");
     assert_eq!(block_on(c.chat(&capped())).unwrap_err().code(), "LLM_REJECTED");
-    assert_eq!(c.refused(), Default::default());
+    assert!(c.refused().is_empty());
     block_on(c.chat(&capped())).unwrap();
     let body = &server.log()[2]["body"];
     assert_eq!((body["max_tokens"].as_u64(), body["temperature"].as_f64()), (Some(100), Some(0.0)));

@@ -17,13 +17,18 @@ use loci::memory::{AnswerOptions, Memory, MemoryConfig};
 use loci::store::MemStore;
 use pollster::block_on;
 
+/// The real model's endpoint (`LOCI_SMOKE_LLM_URL`), each call given `timeout_ms`.
+fn real_model(timeout_ms: u64) -> OpenAiClient<UreqTransport> {
+    let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
+    let mut config = OpenAiConfig::new(url, "local");
+    config.timeout_ms = timeout_ms;
+    OpenAiClient::new(config, UreqTransport::new()).unwrap()
+}
+
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn real_model_replies_parse_into_our_types() {
-    let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
-    let mut config = OpenAiConfig::new(url, "local");
-    config.timeout_ms = 120_000;
-    let llm = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let llm = real_model(120_000);
 
     let mc = MemoryConfig::default();
     let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
@@ -80,10 +85,7 @@ fn real_model_replies_parse_into_our_types() {
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn a_real_model_distills_two_short_sessions_with_provenance() {
-    let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
-    let mut config = OpenAiConfig::new(url, "local");
-    config.timeout_ms = 300_000;
-    let llm = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let llm = real_model(300_000);
     let mc = MemoryConfig { distill: Some(DistillConfig::default()), ..Default::default() };
     let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
     let first = [
@@ -183,10 +185,7 @@ impl loci::llm::Llm for Reasoning<'_> {
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn a_real_model_that_reasons_first_answers_without_its_thoughts() {
-    let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
-    let mut config = OpenAiConfig::new(url, "local");
-    config.timeout_ms = 120_000;
-    let client = OpenAiClient::new(config, UreqTransport::new()).unwrap();
+    let client = real_model(120_000);
     let mc = MemoryConfig::default();
     let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
     let physio = [

@@ -185,25 +185,18 @@ pub struct OpenAiClient<T: HttpTransport> {
     response_format_ok: Cell<bool>,
     /// Cleared once the server rejected a streamed request.
     stream_ok: Cell<bool>,
-    /// The optional parameters the server refused by name, renamed or left out from then on.
-    refused: Cell<Refused>,
+    /// The optional parameters the server refused by name ([`REFUSABLE`]), left out from then on (`max_tokens`
+    /// sent as `max_completion_tokens` instead).
+    refused: RefCell<Vec<&'static str>>,
     /// Set once a reply showed that the model reasons before it answers: output caps get room for the reasoning.
     reasons: Cell<bool>,
     rng: Cell<u64>,
 }
 
-/// Optional request parameters a server refused by name ([`refused_param`]). OpenAI's reasoning models (o-series,
-/// gpt-5 and later) refuse `max_tokens` ("Use 'max_completion_tokens' instead"), any `temperature` but 1 and
-/// `frequency_penalty`; each is found by a 400 naming it, and the request is sent again at once without it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Refused {
-    /// The cap is sent as `max_completion_tokens`.
-    pub max_tokens: bool,
-    /// No cap is sent at all (a server that took neither name).
-    pub max_completion_tokens: bool,
-    pub temperature: bool,
-    pub frequency_penalty: bool,
-}
+/// The optional parameters a server may refuse by name. OpenAI's reasoning models (o-series, gpt-5 and later) refuse
+/// `max_tokens` ("Use 'max_completion_tokens' instead"), any `temperature` but 1 and `frequency_penalty`; each is
+/// found by a 400 naming it ([`refused_param`]), and the request is sent again at once without it.
+const REFUSABLE: [&str; 4] = ["max_tokens", "max_completion_tokens", "temperature", "frequency_penalty"];
 
 /// Output tokens added to each cap for a model that reasons (at most what the window leaves): loci's caps are sized
 /// for the answer alone (a JSON object, a short reply), and a reasoning model spends its cap on thinking first. Its
@@ -230,7 +223,7 @@ impl<T: HttpTransport> OpenAiClient<T> {
             tokenizer: None,
             response_format_ok: Cell::new(true),
             stream_ok: Cell::new(true),
-            refused: Cell::new(Refused::default()),
+            refused: RefCell::new(Vec::new()),
             reasons: Cell::new(false),
             rng: Cell::new(seed),
         })
@@ -256,9 +249,9 @@ impl<T: HttpTransport> OpenAiClient<T> {
         self.response_format_ok.get()
     }
 
-    /// The optional parameters the server refused so far.
-    pub fn refused(&self) -> Refused {
-        self.refused.get()
+    /// The optional parameters the server refused so far, in the order it did.
+    pub fn refused(&self) -> Vec<&'static str> {
+        self.refused.borrow().clone()
     }
 
     /// Whether a reply showed that the model reasons before answering (its caps then get
@@ -299,16 +292,13 @@ impl<T: HttpTransport> OpenAiClient<T> {
             // The usage comes in a last chunk only when asked for (OpenAI, llama.cpp, vLLM).
             body["stream_options"] = json!({"include_usage": true});
         }
-        let refused = self.refused.get();
-        if let Some(t) = request.temperature.filter(|_| !refused.temperature) {
+        if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
-        match self.cap(request) {
-            Some(m) if !refused.max_tokens => body["max_tokens"] = json!(m),
-            Some(m) if !refused.max_completion_tokens => body["max_completion_tokens"] = json!(m),
-            _ => {}
+        if let Some(m) = self.cap(request) {
+            body["max_tokens"] = json!(m);
         }
-        if let Some(p) = request.frequency_penalty.filter(|_| !refused.frequency_penalty) {
+        if let Some(p) = request.frequency_penalty {
             body["frequency_penalty"] = json!(p);
         }
         if self.response_format_ok.get() {
@@ -322,6 +312,13 @@ impl<T: HttpTransport> OpenAiClient<T> {
         if let Value::Object(fields) = &mut body {
             for (k, v) in &self.config.extra_body {
                 fields.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            let refused = self.refused.borrow();
+            for &k in refused.iter() {
+                let value = fields.remove(k);
+                if let Some(v) = value.filter(|_| k == "max_tokens" && !refused.contains(&"max_completion_tokens")) {
+                    fields.insert("max_completion_tokens".into(), v);
+                }
             }
         }
         body
@@ -470,21 +467,15 @@ impl<T: HttpTransport> OpenAiClient<T> {
 
     /// Leaves out (or renames) the parameter a server refused; false when there is none, or it was already left
     /// out (then the refusal stands).
-    fn refuse(&self, param: Option<&str>) -> bool {
-        let mut r = self.refused.get();
-        let flag = match param {
-            Some("max_tokens") => &mut r.max_tokens,
-            Some("max_completion_tokens") => &mut r.max_completion_tokens,
-            Some("temperature") => &mut r.temperature,
-            Some("frequency_penalty") => &mut r.frequency_penalty,
-            _ => return false,
-        };
-        if *flag {
-            return false;
+    fn refuse(&self, param: Option<&'static str>) -> bool {
+        let mut refused = self.refused.borrow_mut();
+        match param {
+            Some(p) if !refused.contains(&p) => {
+                refused.push(p);
+                true
+            }
+            _ => false,
         }
-        *flag = true;
-        self.refused.set(r);
-        true
     }
 
     fn estimate(&self, request: &LlmRequest, text: &str) -> Usage {
@@ -682,8 +673,7 @@ fn refused_param(resp: &HttpResponse, sent: &Value) -> Option<&'static str> {
     if resp.status != 400 && resp.status != 422 {
         return None;
     }
-    let candidates = ["max_tokens", "max_completion_tokens", "temperature", "frequency_penalty"];
-    let sent: Vec<&'static str> = candidates.into_iter().filter(|k| sent.get(*k).is_some()).collect();
+    let sent: Vec<&'static str> = REFUSABLE.into_iter().filter(|k| sent.get(*k).is_some()).collect();
     let v: Value = serde_json::from_str(&resp.body).unwrap_or(Value::Null);
     let message =
         v["error"]["message"].as_str().map_or_else(|| resp.body.to_ascii_lowercase(), str::to_ascii_lowercase);
