@@ -216,9 +216,11 @@ fn a_streamed_reply_is_heard_as_it_grows_and_ends_as_the_whole_reply() {
     let log = server.log();
     assert_eq!(log[0]["body"]["stream"], json!(true));
     assert_eq!(log[0]["body"]["stream_options"], json!({"include_usage": true}));
-    // Without a listener nothing is streamed.
-    block_on(client(&server).chat(&ask(false))).unwrap();
-    assert_eq!(server.log()[1]["body"]["stream"], json!(false));
+    // Without a listener the request is streamed too (see the next tests), and its reply is the same.
+    server.script(json!([{"reply": text, "usage": {"prompt_tokens": 21, "completion_tokens": 13}}]));
+    let unheard = block_on(client(&server).chat(&ask(false))).unwrap();
+    assert_eq!((unheard.text.as_str(), unheard.usage.output_tokens), (text, 13));
+    assert_eq!(server.log()[1]["body"]["stream"], json!(true));
 }
 
 #[test]
@@ -403,21 +405,25 @@ fn a_reasoning_models_thoughts_are_neither_its_reply_nor_heard() {
 }
 
 #[test]
-fn a_model_known_to_reason_is_streamed_so_that_its_long_reply_is_not_cut_by_the_time_limit() {
+fn a_slow_model_is_streamed_so_that_the_time_limit_cuts_a_silence_not_a_long_reply() {
     let server = LlmServer::start();
-    server.config(json!({"reasoning": {"tokens": 40, "style": "think"}}));
-    server.script(json!([{"reply": "a short first reply"}, {"reply": "the answer", "times": 2}]));
-    let c = client(&server); // a 1 s limit
-    block_on(c.chat(&ask(false))).unwrap();
-    assert!(c.reasons());
-    // Now its thoughts take ~1.6 s to write, in pieces 40 ms apart.
-    server.config(json!({"reasoning": {"tokens": 40, "style": "think"}, "pieceMs": 40, "wholeAfterPieces": true}));
-    let reply = block_on(c.chat(&ask(true))).unwrap();
+    // A small local model: ~1.6 s of thoughts and answer in pieces 40 ms apart, against the client's 1 s limit (a
+    // reply not streamed comes when its last piece would have). Nobody listens to the text.
+    let slow = json!({"reasoning": {"tokens": 40, "style": "think"}, "pieceMs": 40, "wholeAfterPieces": true});
+    server.config(slow.clone());
+    server.script(json!([{"reply": "the answer"}]));
+    let c = client(&server);
+    let reply = block_on(c.chat(&ask(false))).expect("a reply that keeps coming is waited for");
     assert_eq!(reply.text, "the answer");
+    assert!(c.reasons());
+    assert_eq!(server.log()[0]["body"]["stream"], json!(true));
+    // A server that refuses streams is awaited whole, and the same reply is cut by the limit.
+    let server = LlmServer::start();
+    server.config(slow);
+    server.script(json!([{"status": 400, "message": "stream is not supported"}, {"reply": "the answer"}]));
+    assert_eq!(block_on(client(&server).chat(&ask(false))).unwrap_err().code(), "TIMEOUT");
     let log = server.log();
-    assert_eq!((log[0]["body"]["stream"].clone(), log[1]["body"]["stream"].clone()), (json!(false), json!(true)));
-    // A client that does not know awaits the reply whole, and the limit cuts it.
-    assert_eq!(block_on(client(&server).chat(&ask(true))).unwrap_err().code(), "TIMEOUT");
+    assert_eq!((log[0]["body"]["stream"].clone(), log[1]["body"]["stream"].clone()), (json!(true), json!(false)));
 }
 
 #[test]

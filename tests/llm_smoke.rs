@@ -11,7 +11,7 @@ use common::msg;
 
 use loci::distill::DistillConfig;
 use loci::llm::native::UreqTransport;
-use loci::llm::openai::{OpenAiClient, OpenAiConfig};
+use loci::llm::openai::{HttpResponse, HttpTransport, OpenAiClient, OpenAiConfig, TransportError};
 use loci::llm::{prompts, structured, LlmRequest};
 use loci::memory::{AnswerOptions, Memory, MemoryConfig};
 use loci::store::MemStore;
@@ -19,10 +19,14 @@ use pollster::block_on;
 
 /// The real model's endpoint (`LOCI_SMOKE_LLM_URL`), each call given `timeout_ms`.
 fn real_model(timeout_ms: u64) -> OpenAiClient<UreqTransport> {
+    real_model_through(timeout_ms, UreqTransport::new())
+}
+
+fn real_model_through<T: HttpTransport>(timeout_ms: u64, transport: T) -> OpenAiClient<T> {
     let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
     let mut config = OpenAiConfig::new(url, "local");
     config.timeout_ms = timeout_ms;
-    OpenAiClient::new(config, UreqTransport::new()).unwrap()
+    OpenAiClient::new(config, transport).unwrap()
 }
 
 #[test]
@@ -162,8 +166,41 @@ fn a_real_model_distills_two_short_sessions_with_provenance() {
 /// The real model's reply opened with thoughts, as a reasoning model's is on a plain server. A small model neither
 /// reasons on its own nor keeps to JSON without a grammar (which llama.cpp cannot apply after a prefix), so the server
 /// continues an assistant prefix that holds the thoughts and the start of the JSON asked for, and hands back that
-/// prefix with the model's own continuation (not streamed: a stream carries only the continuation).
-struct Reasoning<'a>(&'a OpenAiClient<UreqTransport>);
+/// prefix with the model's own continuation. Only a reply not streamed does (a stream carries the continuation
+/// alone), so the client goes through [`NoStreams`].
+struct Reasoning<'a>(&'a OpenAiClient<NoStreams>);
+
+/// The real endpoint as a server that does not stream: a streamed request is refused as such servers refuse it,
+/// and the client sends it again as a plain one.
+struct NoStreams(UreqTransport);
+
+#[async_trait::async_trait(?Send)]
+impl HttpTransport for NoStreams {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &str,
+        timeout_ms: u64,
+        abort: Option<&loci::llm::AbortSignal>,
+        on_chunk: Option<&(dyn for<'s> Fn(&'s str) + '_)>,
+    ) -> Result<HttpResponse, TransportError> {
+        let streamed = serde_json::from_str::<serde_json::Value>(body).is_ok_and(|b| b["stream"] == true);
+        if streamed {
+            let body = r#"{"error": {"message": "stream is not supported"}}"#.to_string();
+            return Ok(HttpResponse { status: 400, headers: Vec::new(), body });
+        }
+        self.0.post(url, headers, body, timeout_ms, abort, on_chunk).await
+    }
+
+    async fn sleep(&self, ms: u64) {
+        self.0.sleep(ms).await
+    }
+
+    fn now_ms(&self) -> f64 {
+        self.0.now_ms()
+    }
+}
 
 /// The thoughts quote an answer: read as the reply, it would be "unknown".
 const THOUGHTS: &str = "<think>\nIf the memory did not say, I would reply {\"answer\": \"unknown\"}. It does say.\n\
@@ -185,7 +222,7 @@ impl loci::llm::Llm for Reasoning<'_> {
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn a_real_model_that_reasons_first_answers_without_its_thoughts() {
-    let client = real_model(120_000);
+    let client = real_model_through(120_000, NoStreams(UreqTransport::new()));
     let mc = MemoryConfig::default();
     let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
     let physio = [

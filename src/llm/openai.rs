@@ -7,8 +7,9 @@
 //! - network errors (refused, reset, dropped), 429 and 5xx are retried up to [`OpenAiConfig::max_retries`] times
 //!   with exponential backoff and full jitter; a 429's `Retry-After` (seconds or an HTTP date) is honoured.
 //! - other 4xx are not retried ([`Error::LlmRejected`]); a timeout is not retried either ([`Error::Timeout`]):
-//!   `timeout_ms` bounds what the caller waits for a hung server: a whole reply, or for a streamed one each wait for
-//!   it to start or go on (a long answer that keeps coming is not cut).
+//!   `timeout_ms` bounds what the caller waits for a hung server. Every request is streamed (unless the server
+//!   refused a stream), so it bounds each wait for the reply to start or go on: a slow model that keeps writing is
+//!   not cut, and one that stops is detected. For a server that does not stream it bounds the whole reply.
 //! - JSON requests send `response_format`; a 400 whose body mentions `response_format` (or `json_schema` /
 //!   `json_object`) switches it off for this client and the request is resent at once (not counted as a retry).
 //! - usage comes from the response; when absent it is estimated with our tokenizer (`Usage::estimated`).
@@ -273,16 +274,12 @@ impl<T: HttpTransport> OpenAiClient<T> {
         Some(cap + REASONING_ALLOWANCE_TOKENS.min(room.min(u32::MAX as u64) as u32))
     }
 
-    /// Whether `request` is sent as a streamed completion: its caller listens to the text, or the model is known to
-    /// reason (then `timeout_ms` bounds each wait for its reply to go on rather than the whole reply, which its
-    /// thinking lengthens: a slow local reasoning model thinks for minutes); and the server has not refused a stream.
-    fn streams(&self, request: &LlmRequest) -> bool {
-        (request.on_text.is_some() || self.reasons.get()) && self.stream_ok.get()
-    }
-
-    /// The request body; `response_format` only when asked and not known to be rejected.
+    /// The request body; `response_format` only when asked and not known to be rejected. Every request is a
+    /// streamed completion unless the server refused one: then `timeout_ms` bounds each wait for the reply to start
+    /// or go on, not the whole reply. A small local model writes ~10–20 tokens a second, so a step's reply at its
+    /// cap takes minutes, and a whole-reply limit would fail every such call of a model that is working.
     pub fn body(&self, request: &LlmRequest) -> Value {
-        let stream = self.streams(request);
+        let stream = self.stream_ok.get();
         let mut body = json!({
             "model": self.config.model,
             "messages": request.messages,
