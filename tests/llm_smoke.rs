@@ -22,6 +22,13 @@ fn real_model(timeout_ms: u64) -> OpenAiClient<UreqTransport> {
     real_model_through(timeout_ms, UreqTransport::new())
 }
 
+/// Held by each test for its calls: the endpoint serves one request at a time, and a request queued behind another
+/// test's hears nothing until that one is done.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ENDPOINT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ENDPOINT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn real_model_through<T: HttpTransport>(timeout_ms: u64, transport: T) -> OpenAiClient<T> {
     let url = std::env::var("LOCI_SMOKE_LLM_URL").expect("LOCI_SMOKE_LLM_URL");
     let mut config = OpenAiConfig::new(url, "local");
@@ -32,6 +39,7 @@ fn real_model_through<T: HttpTransport>(timeout_ms: u64, transport: T) -> OpenAi
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn real_model_replies_parse_into_our_types() {
+    let _alone = one_at_a_time();
     let llm = real_model(120_000);
 
     let mc = MemoryConfig::default();
@@ -89,6 +97,7 @@ fn real_model_replies_parse_into_our_types() {
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn a_real_model_distills_two_short_sessions_with_provenance() {
+    let _alone = one_at_a_time();
     let llm = real_model(300_000);
     let mc = MemoryConfig { distill: Some(DistillConfig::default()), ..Default::default() };
     let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();
@@ -163,6 +172,31 @@ fn a_real_model_distills_two_short_sessions_with_provenance() {
     }
 }
 
+/// A real model writing a reply that takes far longer than the time limit is waited for, as long as it keeps
+/// writing: the limit bounds a silence, not the reply (every call is streamed). Without streaming this is `TIMEOUT`.
+#[test]
+#[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
+fn a_real_model_that_writes_past_the_time_limit_is_waited_for() {
+    let _alone = one_at_a_time(); // the first token must not wait behind another test's request
+    let limit_ms = 3_000;
+    let llm = real_model(limit_ms);
+    let request = LlmRequest {
+        max_tokens: Some(150),
+        ..LlmRequest::new(vec![loci::llm::ChatMessage::user(
+            "Write the numbers from 1 to 200 in words, one per line (one, two, three, ...).",
+        )])
+    };
+    let started = std::time::Instant::now();
+    let reply = block_on(loci::llm::Llm::chat(&llm, &request)).expect("a reply that keeps coming is waited for");
+    let took = started.elapsed();
+    println!(
+        "real model past its time limit: {} output tokens in {took:?} against a {limit_ms} ms limit",
+        reply.usage.output_tokens
+    );
+    assert!(took.as_millis() > limit_ms as u128 * 2, "the reply must outlast the limit to show anything: {took:?}");
+    assert!(reply.usage.output_tokens > 100 && reply.truncated, "written to its cap: {reply:?}");
+}
+
 /// The real model's reply opened with thoughts, as a reasoning model's is on a plain server. A small model neither
 /// reasons on its own nor keeps to JSON without a grammar (which llama.cpp cannot apply after a prefix), so the server
 /// continues an assistant prefix that holds the thoughts and the start of the JSON asked for, and hands back that
@@ -222,6 +256,7 @@ impl loci::llm::Llm for Reasoning<'_> {
 #[test]
 #[ignore = "needs a real model endpoint in LOCI_SMOKE_LLM_URL (scripts/test.mjs starts one)"]
 fn a_real_model_that_reasons_first_answers_without_its_thoughts() {
+    let _alone = one_at_a_time();
     let client = real_model_through(120_000, NoStreams(UreqTransport::new()));
     let mc = MemoryConfig::default();
     let mut m = block_on(Memory::open(MemStore::new(), common::embedder(mc.embed), mc)).unwrap();

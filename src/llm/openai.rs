@@ -400,8 +400,10 @@ impl<T: HttpTransport> OpenAiClient<T> {
                 Err(TransportError::Aborted) => return Err(Error::Aborted),
                 Err(TransportError::Timeout) if streamed => {
                     let ms = self.config.timeout_ms;
+                    // The first wait includes the server reading the prompt: minutes for a long one on a CPU.
                     return Err(Error::Timeout(format!(
-                        "the LLM's streamed reply did not start or go on within {ms} ms"
+                        "the LLM's streamed reply did not start or go on within {ms} ms (a slow model reading a \
+                         long prompt needs a larger `timeoutMs`)"
                     )));
                 }
                 Err(TransportError::Timeout) => {
