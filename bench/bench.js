@@ -113,6 +113,28 @@ window.bench = {
     memory = null;
   },
 
+  /** Whether the query embedding slows what follows it (onnxruntime-web's threads spinning on after a run, or the
+   * caches it evicted): the vector ranking alone (`benchRankVector`, one fixed vector) right after an embedding,
+   * right after another ranking, and after 30 ms idle, per query: milliseconds. */
+  async rankAfterEmbedding(queries) {
+    const vector = new Float32Array(384).map((_, i) => Math.sin(i * 0.37));
+    const parts = { afterEmbedding: [], backToBack: [], afterIdle: [] };
+    const timed = async (into) => {
+      const t = performance.now();
+      await memory.benchRankVector(vector, 10);
+      into.push(performance.now() - t);
+    };
+    for (const q of queries) {
+      await memory.benchEmbedQuery(q);
+      await timed(parts.afterEmbedding);
+      await timed(parts.backToBack);
+      await memory.benchEmbedQuery(q);
+      await new Promise((ok) => setTimeout(ok, 30));
+      await timed(parts.afterIdle);
+    }
+    return parts;
+  },
+
   /** The query embedding alone (as recall runs it), per query: milliseconds. */
   async embedQueries(queries) {
     const times = [];
