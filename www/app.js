@@ -238,9 +238,14 @@ function applySettings(event) {
   const baseUrl = $("base-url").value.trim();
   const model = $("model").value.trim();
   const apiKey = $("api-key").value;
+  // Empty fields keep loci's defaults (4,096 tokens, 60 s); loci checks the numbers and says what is wrong.
+  const contextTokens = $("context-tokens").value.trim() ? Number($("context-tokens").value) : undefined;
+  const timeoutS = $("timeout-s").value.trim() ? Number($("timeout-s").value) : undefined;
+  const timeoutMs = timeoutS === undefined ? undefined : Math.round(timeoutS * 1000);
   try {
-    memory.setLlm(baseUrl ? { baseUrl, model: model || "default", apiKey: apiKey || undefined } : null);
-    const keep = { baseUrl, model, ...($("remember-key").checked ? { apiKey } : {}) };
+    memory.setLlm(baseUrl ? { baseUrl, model: model || "default", apiKey: apiKey || undefined, contextTokens, timeoutMs }
+      : null);
+    const keep = { baseUrl, model, contextTokens, timeoutS, ...($("remember-key").checked ? { apiKey } : {}) };
     localStorage.setItem(SETTINGS_KEY, JSON.stringify(keep)); // the key only when the user asked for it
     setStatus(baseUrl ? `Replies come from ${model || "the model"} at ${baseUrl}.` : "No LLM: replies show the evidence.");
   } catch (e) {
@@ -254,6 +259,8 @@ function restoreSettings() {
     const saved = JSON.parse(localStorage.getItem(SETTINGS_KEY) || "{}");
     $("base-url").value = saved.baseUrl || "";
     $("model").value = saved.model || "";
+    $("context-tokens").value = saved.contextTokens ?? "";
+    $("timeout-s").value = saved.timeoutS ?? "";
     $("api-key").value = saved.apiKey || "";
     $("remember-key").checked = Boolean(saved.apiKey);
     if (saved.baseUrl) applySettings();

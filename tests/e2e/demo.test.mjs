@@ -151,6 +151,47 @@ try {
     "the user's message is kept although the reply failed");
   await fetch(`${control}/__reset`, { method: "POST" });
 
+  // A small local model: its window and the wait for a silent model are set in the form, reach `setLlm` (which
+  // checks them), and come back after a reload (they are not secrets).
+  const useSettings = async (contextTokens, timeoutS) => {
+    await page.fill("#context-tokens", contextTokens);
+    await page.fill("#timeout-s", timeoutS);
+    await page.click("#settings button[type=submit]");
+  };
+  await useSettings("100", "");
+  await page.waitForFunction(() => /contextTokens/.test(document.querySelector("#status").textContent), null,
+    { timeout: 10_000 });
+  assert.match(await page.textContent("#status"), /^INVALID_INPUT: .*`llm\.contextTokens` must be at least 512/);
+  // A model that stays silent for 2.5 s before each reply: a 1 s wait gives up (typed), a 30 s wait gets the reply.
+  await fetch(`${control}/__config`, { method: "POST", body: JSON.stringify({ latencyMs: 2_500 }) });
+  await useSettings("2048", "1");
+  await statusStarts(page, "Replies come from");
+  await page.fill("#message", "Who is the physio?");
+  await page.click("#send");
+  await page.waitForFunction(() => document.querySelector("#send").disabled === false
+    && document.querySelector("#status").textContent !== "Thinking…", null, { timeout: 60_000 });
+  assert.match(await page.textContent("#status"), /^TIMEOUT: /, "a 1 s wait gives up on a model silent for 2.5 s");
+  await useSettings("2048", "30");
+  await statusStarts(page, "Replies come from");
+  assert.match(await chat(page, "Who is the physio?"), /Okafor/, "a 30 s wait gets the slow model's reply");
+  // The window: a pasted document of 24,000 characters is recalled, and every prompt is cut to fit 2,048 tokens
+  // with its reply (~4.7 characters a token in this text; the default window of 4,096 sends ~13,000 characters).
+  await page.evaluate(() => window.loci.memory.addMessages([{ role: "user",
+    content: `Notes from Dr Okafor's clinic: ${"the knee needs rest and slow stretching every morning before a run ".repeat(360)}` }],
+  { session: "pasted-notes" }));
+  await fetch(`${control}/__reset`, { method: "POST" });
+  await chat(page, "What did Dr Okafor's clinic notes say about the knee?");
+  const sent = (await (await fetch(`${control}/__log`)).json())
+    .map((r) => r.body.messages.map((m) => m.content).join("\n").length);
+  assert.ok(sent.length > 0 && Math.max(...sent) > 2_000 && Math.max(...sent) < 9_000,
+    `prompts of ${sent.join(", ")} characters for a 2,048-token window`);
+  await page.reload();
+  await ready(page);
+  assert.deepEqual([await page.inputValue("#context-tokens"), await page.inputValue("#timeout-s")], ["2048", "30"]);
+  await useSettings("", "");
+  await statusStarts(page, "Replies come from");
+  await fetch(`${control}/__reset`, { method: "POST" });
+
   // Stop while the reply is being written: what was written stays, marked; the user's message is remembered, the
   // unfinished reply is not.
   await fetch(`${control}/__config`, { method: "POST", body: JSON.stringify({ pieceMs: 400 }) });
