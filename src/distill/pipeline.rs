@@ -221,23 +221,43 @@ async fn narrate_job(
     if groups.is_empty() {
         return Ok(w);
     }
-    let prompt_groups: Vec<Vec<p::Line>> = groups
-        .iter()
-        .enumerate()
-        .map(|(g, ts)| ts.iter().enumerate().map(|(n, t)| line(format!("{}.{}", g + 1, n + 1), t)).collect())
-        .collect();
-    let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
-    // A narrative keeps every concrete detail: about a sentence per line narrated (qwen2.5-1.5b needed ~400
-    // tokens for a 20-line group and failed at a cap of 350).
-    let max_output = output_cap(40, prompt_groups.iter().map(Vec::len).sum());
-    let reply: p::NarrateReply = call(Phase::Narrate, &build, p::narrate_schema(), max_output, input, spend).await?;
-    let mut episodes = Vec::with_capacity(groups.len());
-    for (g, ts) in groups.iter().enumerate() {
-        let n = reply
-            .episodes
+    // A reply may narrate only the first groups: a small model that writes at length spends the output cap on
+    // them, and the repaired reply ends there (qwen2.5-1.5b on the demo's sample: the same cut reply on every
+    // retry, at temperature 0, until the job was parked). The groups left are asked for again, on their own, so
+    // each call has its whole cap for fewer lines; a call that narrates none of them fails the job as before.
+    let mut narrated: Vec<Option<p::Narrated>> = vec![None; groups.len()];
+    loop {
+        let missing: Vec<usize> = (0..groups.len()).filter(|&g| narrated[g].is_none()).collect();
+        if missing.is_empty() {
+            break;
+        }
+        // Numbered as asked (1, 2, … of this call), so that the labels and the reply's groups agree.
+        let prompt_groups: Vec<Vec<p::Line>> = missing
             .iter()
-            .find(|e| e.group == g + 1 && !e.narrative.trim().is_empty())
-            .ok_or_else(|| bad(format!("no narrative for group {} of {}", g + 1, groups.len())))?;
+            .enumerate()
+            .map(|(k, &g)| {
+                groups[g].iter().enumerate().map(|(n, t)| line(format!("{}.{}", k + 1, n + 1), t)).collect()
+            })
+            .collect();
+        let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
+        // A narrative keeps every concrete detail: about a sentence per line narrated (qwen2.5-1.5b needed ~400
+        // tokens for a 20-line group and failed at a cap of 350).
+        let max_output = output_cap(40, prompt_groups.iter().map(Vec::len).sum());
+        let reply: p::NarrateReply =
+            call(Phase::Narrate, &build, p::narrate_schema(), max_output, input, spend).await?;
+        let mut progress = false;
+        for (k, &g) in missing.iter().enumerate() {
+            if let Some(n) = reply.episodes.iter().find(|e| e.group == k + 1 && !e.narrative.trim().is_empty()) {
+                narrated[g] = Some(n.clone());
+                progress = true;
+            }
+        }
+        if !progress {
+            return Err(bad(format!("no narrative for group {} of {}", missing[0] + 1, groups.len())));
+        }
+    }
+    let mut episodes = Vec::with_capacity(groups.len());
+    for (ts, n) in groups.iter().zip(narrated.iter().flatten()) {
         let start = ts.iter().map(|t| t.time).fold(f64::INFINITY, f64::min);
         let end = ts.iter().map(|t| t.time).fold(f64::NEG_INFINITY, f64::max);
         let title = if n.title.trim().is_empty() {

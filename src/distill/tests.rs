@@ -374,3 +374,42 @@ fn a_reply_that_restates_one_fact_is_consolidated_within_its_batch() {
     );
     assert_eq!(rig.state.active_facts().count(), 1);
 }
+
+#[test]
+fn groups_a_reply_left_out_are_narrated_on_their_own() {
+    let mut rig = Rig::new(4);
+    rig.add(turns("a", 1, 4));
+    rig.queue(JobKind::Narrate { groups: vec![vec![1, 2], vec![3, 4]] });
+    // A reply cut at the cap after the first group (the repaired reply has one entry), then the second group
+    // asked for alone, as group 1 of that call.
+    let llm = ScriptedLlm::new([
+        ok(serde_json::json!({"episodes": [{"group": 1, "title": "Start", "narrative": "Ana starts.", "date": ""}]})),
+        ok(serde_json::json!({"episodes": [{"group": 1, "title": "End", "narrative": "Ben ends.", "date": ""}]})),
+    ]);
+    assert_eq!(rig.step(&llm).unwrap(), "narrate");
+    assert_eq!(llm.remaining(), 0);
+    let mut episodes: Vec<(String, Vec<u64>)> =
+        rig.state.episodes.values().map(|e| (e.title.clone(), e.turn_ids.clone())).collect();
+    episodes.sort();
+    assert_eq!(episodes, vec![("End".into(), vec![3, 4]), ("Start".into(), vec![1, 2])]);
+    let asked = llm.requests.borrow();
+    let second: String = asked[1].messages.iter().map(|m| m.content.as_str()).collect();
+    assert!(second.contains("line 3 of a") && second.contains("[1.1]") && !second.contains("line 1 of a"), "{second}");
+    assert!(!second.contains("Group 2"), "only the group left is asked for: {second}");
+    assert!(asked[1].max_tokens < asked[0].max_tokens, "its cap is for its own lines");
+    drop(asked);
+
+    // A second call that narrates nothing either fails the job, which changes nothing.
+    let mut rig = Rig::new(4);
+    rig.add(turns("a", 1, 4));
+    rig.queue(JobKind::Narrate { groups: vec![vec![1, 2], vec![3, 4]] });
+    let before = rig.state.meta.clone();
+    let llm = ScriptedLlm::new([
+        ok(serde_json::json!({"episodes": [{"group": 1, "title": "Start", "narrative": "Ana starts.", "date": ""}]})),
+        ok(serde_json::json!({"episodes": [{"group": 1, "title": "End", "narrative": " ", "date": ""}]})),
+    ]);
+    let e = rig.step(&llm).unwrap_err();
+    assert_eq!((e.code(), e.to_string().contains("no narrative for group 2 of 2")), ("LLM_BAD_REPLY", true), "{e}");
+    assert_eq!((&rig.state.meta, rig.state.episodes.len(), rig.state.jobs.len()), (&before, 0, 1));
+}
+

@@ -2,13 +2,13 @@
 // Without an LLM the bot shows evidence; with the scripted test LLM server it answers; after a reload it answers a
 // question that needs an earlier session. Memory text renders inert, and nothing leaves the page but the calls to
 // the configured endpoint. Screenshots go to docs/screenshots/ (the README shows them).
-import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve } from "../../scripts/serve.mjs";
+import { chat, launchChromium, ready, statusStarts } from "./demo-page.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 // `--json PATH` writes what the run saw: CSP violations (page and worker) and API-key hits at rest.
@@ -29,25 +29,9 @@ const csp = ["default-src 'self'", "script-src 'self' 'wasm-unsafe-eval'", "work
   `connect-src 'self' http://127.0.0.1:${llmPort}`].join("; ");
 const server = await serve(0, ["tests"], { "Content-Security-Policy": csp });
 const origin = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
-    // A hostname of the demo's own (see the telemetry check), treated as secure like localhost (Web Locks, caches).
-    "--host-resolver-rules=MAP loci.test 127.0.0.1", `--unsafely-treat-insecure-origin-as-secure=${origin.replace("127.0.0.1", "loci.test")}`],
-});
-
-const ready = (page) => page.waitForFunction(() => window.loci && window.loci.memory, null, { timeout: 120_000 });
-const statusStarts = (page, prefix) => page.waitForFunction(
-  (p) => document.querySelector("#status").textContent.startsWith(p), prefix, { timeout: 120_000 });
-async function chat(page, text) {
-  const before = await page.locator("#transcript li.bot").count();
-  await page.fill("#message", text);
-  await page.click("#send");
-  await page.waitForFunction((n) => document.querySelectorAll("#transcript li.bot").length > n, before, { timeout: 60_000 });
-  await statusStarts(page, "Replied");
-  return page.locator("#transcript li.bot").last().textContent();
-}
+// A hostname of the demo's own (see the telemetry check), treated as secure like localhost (Web Locks, caches).
+const browser = await launchChromium(["--host-resolver-rules=MAP loci.test 127.0.0.1",
+  `--unsafely-treat-insecure-origin-as-secure=${origin.replace("127.0.0.1", "loci.test")}`]);
 
 let failed = false;
 try {
