@@ -54,6 +54,15 @@ pub struct JobInput<'a> {
     pub abort: Option<AbortSignal>,
     /// Counts tokens, to fit prompts to the LLM's window.
     pub count: Count<'a>,
+    /// How often the job failed before: a retry asks for a warmer reply (see [`retry_temperature`]).
+    pub attempts: u32,
+}
+
+/// The temperature of a job's calls after `attempts` failures. At temperature 0 a model (a local one serving its
+/// prompt cache) gives the same reply to the same prompt, so a job whose reply did not parse would fail the same way
+/// on every retry until it is parked (qwen2.5-1.5b did so 5 times over). A retry samples instead: 0.3, 0.6, then 0.9.
+pub fn retry_temperature(attempts: u32) -> f32 {
+    (0.3 * attempts.min(3) as f32).min(0.9)
 }
 
 /// Runs `job` and returns its whole effect: the job deleted, follow-up jobs queued, records written.
@@ -89,6 +98,7 @@ async fn call<T: DeserializeOwned>(
         json_schema: Some(schema),
         max_tokens: Some(max_output),
         frequency_penalty: free_text.then_some(0.3),
+        temperature: Some(retry_temperature(input.attempts)),
         abort: input.abort.clone(),
         ..LlmRequest::new(Vec::new())
     };

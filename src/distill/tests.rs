@@ -91,6 +91,7 @@ impl Rig {
             now: 5.0,
             abort: None,
             count: &|s: &str| s.len() / 4,
+            attempts: job.attempts,
         };
         let w = block_on(run_job(&job, &input, &mut Bow, &mut Spend::default()))?;
         self.state.apply(&w);
@@ -413,3 +414,19 @@ fn groups_a_reply_left_out_are_narrated_on_their_own() {
     assert_eq!((&rig.state.meta, rig.state.episodes.len(), rig.state.jobs.len()), (&before, 0, 1));
 }
 
+#[test]
+fn a_retried_job_asks_for_a_warmer_reply() {
+    let mut temperatures = Vec::new();
+    for attempts in [0, 1, 2, 5] {
+        let mut rig = Rig::new(4);
+        rig.add(turns("a", 1, 2));
+        rig.queue(JobKind::Narrate { groups: vec![vec![1, 2]] });
+        rig.state.jobs.values_mut().for_each(|j| j.attempts = attempts);
+        let llm = ScriptedLlm::new([ok(
+            serde_json::json!({"episodes": [{"group": 1, "title": "T", "narrative": "Ana starts.", "date": ""}]}),
+        )]);
+        rig.step(&llm).unwrap();
+        temperatures.push(llm.requests.borrow()[0].temperature);
+    }
+    assert_eq!(temperatures, [Some(0.0), Some(0.3), Some(0.6), Some(0.9)]);
+}

@@ -112,7 +112,7 @@ impl JobTicket {
         let mut spend = Spend::default();
         let count = |s: &str| self.tokenizer.encode(s).len();
         let (state, turns, config, now) = (&self.state, &self.turns, &self.config, self.now);
-        let input = JobInput { state, turns, llm, config, now, abort, count: &count };
+        let input = JobInput { state, turns, llm, config, now, abort, count: &count, attempts: self.job.attempts };
         let result = run_job(&self.job, &input, embed, &mut spend).await;
         (result, spend)
     }
