@@ -245,9 +245,7 @@ async fn narrate_job(
         let prompt_groups: Vec<Vec<p::Line>> = missing
             .iter()
             .enumerate()
-            .map(|(k, &g)| {
-                groups[g].iter().enumerate().map(|(n, t)| line(format!("{}.{}", k + 1, n + 1), t)).collect()
-            })
+            .map(|(k, &g)| groups[g].iter().enumerate().map(|(n, t)| line(format!("{}.{}", k + 1, n + 1), t)).collect())
             .collect();
         let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
         // A narrative keeps every concrete detail: about a sentence per line narrated (qwen2.5-1.5b needed ~400
@@ -605,6 +603,23 @@ async fn distill_job(
             .collect();
         if targets.is_empty() {
             continue; // nothing valid to supersede: the fact stays NEW
+        }
+        // A merge combines statements, so it is about as long as they are together. One much longer says something
+        // else: qwen2.5-0.5b wrote its reasoning into it ("… This is a direct and accurate update to the existing
+        // information …"). Then the fact stays NEW and nothing is superseded.
+        if action == "MERGE" {
+            let chars = |t: &str| t.split_whitespace().map(|w| w.chars().count() + 1).sum::<usize>();
+            let parts = chars(&f.statement)
+                + targets
+                    .iter()
+                    .map(|id| match earlier.iter().find(|e| e.id == *id) {
+                        Some(e) => chars(&e.statement),
+                        None => state.facts.get(id).map_or(0, |x| chars(&x.statement)),
+                    })
+                    .sum::<usize>();
+            if chars(&d.statement) > parts + parts / 5 + 20 {
+                continue;
+            }
         }
         for id in &targets {
             // A stored fact is superseded by a copy written back; a new fact of this batch, in place.

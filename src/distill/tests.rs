@@ -430,3 +430,40 @@ fn a_retried_job_asks_for_a_warmer_reply() {
     }
     assert_eq!(temperatures, [Some(0.0), Some(0.3), Some(0.6), Some(0.9)]);
 }
+
+#[test]
+fn a_merge_far_longer_than_what_it_merges_leaves_the_fact_new() {
+    let mut rig = rig_with_episodes();
+    let first = serde_json::json!({"facts": [{"episode": 1, "statement": "Maya runs with a club on Sundays", "evidence": ["1.1"]}]});
+    distill_once(&mut rig, 1, 1, first, None);
+    // What qwen2.5-0.5b wrote as a merged statement: its reasoning, not a combination of the two facts.
+    let rambling = "Maya runs with a club on Sundays, the Riverside Runners. This is a direct and accurate update to the existing \
+                    information. The new fact provides additional context and detail about the club. The targets \
+                    are the ids of the existing facts, which are 1.";
+    distill_once(
+        &mut rig,
+        2,
+        2,
+        serde_json::json!({"facts": [{"episode": 1, "statement": "Maya runs with a club on Sundays, the Riverside Runners", "evidence": ["1.1"]}]}),
+        Some(
+            serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F1"], "statement": rambling}]}),
+        ),
+    );
+    let f = &rig.state.facts;
+    assert_eq!((f[&1].status, f[&2].status), (FactStatus::Active, FactStatus::Active), "nothing superseded");
+    assert_eq!(
+        (f[&2].statement.as_str(), f[&2].supersedes.len()),
+        ("Maya runs with a club on Sundays, the Riverside Runners", 0)
+    );
+    // A combination as long as its parts (and some joining words) is a merge.
+    distill_once(
+        &mut rig,
+        3,
+        3,
+        serde_json::json!({"facts": [{"episode": 1, "statement": "Maya runs with a club on Sundays at 8 am", "evidence": ["1.1"]}]}),
+        Some(serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F2"],
+            "statement": "Maya runs with a club on Sundays at 8 am, the Riverside Runners"}]})),
+    );
+    let f = &rig.state.facts;
+    assert_eq!((f[&2].status, f[&3].supersedes.clone()), (FactStatus::Superseded, vec![2]));
+}
