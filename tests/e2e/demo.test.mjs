@@ -159,7 +159,7 @@ try {
   await statusStarts(page, "Replies come from");
   assert.match(await chat(page, "Who is the physio?"), /Okafor/, "a 30 s wait gets the slow model's reply");
   // The window: a pasted document of 24,000 characters is recalled, and every prompt is cut to fit 2,048 tokens
-  // with its reply (~4.7 characters a token in this text; the default window of 4,096 sends ~13,000 characters).
+  // with its reply (~4.7 characters a token in this text; with the default window of 4,096 the longest prompt was 14,178 characters).
   await page.evaluate(() => window.loci.memory.addMessages([{ role: "user",
     content: `Notes from Dr Okafor's clinic: ${"the knee needs rest and slow stretching every morning before a run ".repeat(360)}` }],
   { session: "pasted-notes" }));
