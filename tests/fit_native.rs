@@ -171,3 +171,72 @@ fn a_rate_limited_endpoint_is_waited_for_as_long_as_it_asks_and_never_parks_a_jo
     assert!(m.distill_stats().parked.is_empty());
     assert_eq!(m.episodes().iter().map(|e| e.turn_ids.len()).sum::<usize>(), 2, "both turns distilled");
 }
+
+/// A pasted document of ~40,000 characters whose one line that answers the question sits past its middle, among
+/// lines that share none of the question's rarer words.
+fn report_with_a_buried_fact() -> (String, &'static str) {
+    let rooms = ["kitchen", "hallway", "attic", "garage", "porch", "cellar", "study", "bathroom"];
+    let tasks = ["repainted", "inspected", "cleaned", "measured", "photographed", "rewired", "sealed", "sanded"];
+    let fact = "The spare key for the cabin is hidden under the blue flowerpot beside the woodshed.";
+    let mut lines = Vec::new();
+    for i in 0..420 {
+        if i == 260 {
+            lines.push(fact.to_string());
+        }
+        lines.push(format!(
+            "Item {i}: the {} was {} on day {} by the crew, and the notes say it took {} hours.",
+            rooms[i % rooms.len()],
+            tasks[(i / 3) % tasks.len()],
+            1 + i % 28,
+            2 + i % 5
+        ));
+    }
+    let document = lines.join("\n");
+    assert!(document.len() >= 38_000 && document.len() <= 45_000, "{}", document.len());
+    (document, fact)
+}
+
+#[test]
+fn a_question_about_the_middle_of_a_pasted_document_reads_that_part_of_it() {
+    let server = LlmServer::start();
+    server.config(json!({ "contextTokens": CONTEXT }));
+    let llm = client(&server, CONTEXT);
+    let mut m = open(false);
+    let (document, fact) = report_with_a_buried_fact();
+    let turns = [
+        "Here is the renovation report from the contractor:".to_string(),
+        document,
+        "Thanks, I will read it tonight.".to_string(),
+    ];
+    let messages: Vec<MessageInput> = turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| MessageInput {
+            speaker: Some(if i % 2 == 0 { "Ana" } else { "Ben" }.into()),
+            content: t.clone(),
+            time: Some(TimeInput::Millis(T0 + i as f64 * 60_000.0)),
+            ..Default::default()
+        })
+        .collect();
+    block_on(m.add_messages(&messages, Some("report"), T0)).unwrap();
+    for mode in [loci::recall::prune::PruneMode::None, loci::recall::prune::PruneMode::Llm] {
+        server.reset();
+        server.config(json!({ "contextTokens": CONTEXT }));
+        let options = AnswerOptions {
+            prune: loci::memory::PruneOptions { mode, ..Default::default() },
+            ..AnswerOptions::default()
+        };
+        block_on(m.answer("Where is the spare key for the cabin hidden?", &options, &llm, T0 + 1e6)).expect("answer");
+        let log = server.log();
+        assert!(log.iter().all(|r| prompt_tokens(r) <= CONTEXT));
+        for request in &log {
+            let prompt = request["body"]["messages"].to_string();
+            assert!(prompt.contains("[…]"), "{mode:?}: the document was cut to fit");
+            assert!(
+                prompt.contains(fact),
+                "{mode:?}: a prompt of {} characters left out the line that answers",
+                prompt.len()
+            );
+        }
+    }
+}

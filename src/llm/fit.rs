@@ -47,15 +47,6 @@ pub fn cap_text(text: &str, cap: usize) -> Cow<'_, str> {
     }
 }
 
-/// `text` with each of its lines cut to at most `cap` characters ([`cap_text`]), so that one long line (a pasted
-/// document) gives way before the lines after it do.
-pub fn cap_lines(text: &str, cap: usize) -> Cow<'_, str> {
-    if cap == usize::MAX || text.lines().all(|l| l.chars().nth(cap).is_none()) {
-        return Cow::Borrowed(text);
-    }
-    Cow::Owned(text.lines().map(|l| cap_text(l, cap)).collect::<Vec<_>>().join("\n"))
-}
-
 /// The largest cap (characters per quoted text) at which `build(cap)` fits `budget`: `usize::MAX` when the whole
 /// prompt fits, `None` when even [`MIN_CAP`] does not.
 pub fn fit_cap(budget: usize, build: &dyn Fn(usize) -> Vec<ChatMessage>, count: Count) -> Option<usize> {
@@ -159,6 +150,12 @@ mod tests {
         assert_eq!(cap_text("héllo wörld", 3), "hél […]");
     }
 
+    /// `text` with each of its lines cut to at most `cap` characters, as the answer's context is (where a long line
+    /// keeps the sentences its question asks about: `recall::excerpt`).
+    fn cap_lines(text: &str, cap: usize) -> String {
+        text.lines().map(|l| cap_text(l, cap)).collect::<Vec<_>>().join("\n")
+    }
+
     #[test]
     fn a_long_line_gives_way_before_the_lines_after_it_and_many_lines_are_cut_at_the_end() {
         #[derive(serde::Deserialize)]
@@ -168,7 +165,7 @@ mod tests {
         }
         let send = |context: String| {
             let llm = ScriptedLlm::new([Ok(r#"{"ok": true}"#.to_string())]);
-            let per_line = |cap| vec![ChatMessage::user(cap_lines(&context, cap).into_owned())];
+            let per_line = |cap| vec![ChatMessage::user(cap_lines(&context, cap))];
             let at_end = |cap| vec![ChatMessage::user(cap_text(&context, cap).into_owned())];
             let request = LlmRequest { max_tokens: Some(100), ..LlmRequest::new(vec![]) };
             let builds: [&dyn Fn(usize) -> Vec<ChatMessage>; 2] = [&per_line, &at_end];

@@ -10,10 +10,11 @@ use std::rc::Rc;
 use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, RecalledSession};
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::fit::{cap_lines, cap_text, chat_json_fitted, chat_json_fitted_first};
+use crate::llm::fit::{cap_text, chat_json_fitted, chat_json_fitted_first};
 use crate::llm::prompts::{self, AnswerReply, ExpandReply, QdpQuotesReply, QdpReply, QdpSession};
 use crate::llm::structured::{chat_json, partial_string_field, Structured};
 use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, TextSink, Usage};
+use crate::recall::excerpt::{question_terms, Excerpt};
 use crate::recall::prune::{
     self, ExtractiveOptions, KeptSession, PruneMode, PruneSession, PruneTurn, Pruned, ScoredUnit,
 };
@@ -352,10 +353,18 @@ async fn qdp_shaped<T: serde::de::DeserializeOwned>(
         abort: ask.abort.clone(),
         ..LlmRequest::new(vec![])
     };
+    // A line too long for the window (a pasted document) keeps the sentences the question asks about.
+    let terms = question_terms(ask.question);
+    let excerpts: Vec<Vec<Option<Excerpt>>> =
+        qs.iter().map(|s| s.lines.iter().map(|l| Excerpt::new(l, &terms)).collect()).collect();
     let build = |cap| {
         let capped: Vec<QdpSession> = qs
             .iter()
-            .map(|s| QdpSession { lines: s.lines.iter().map(|l| cap_text(l, cap).into_owned()).collect(), ..s.clone() })
+            .zip(&excerpts)
+            .map(|(s, ex)| QdpSession {
+                lines: s.lines.iter().zip(ex).map(|(l, e)| cut_line(l, e.as_ref(), cap)).collect(),
+                ..s.clone()
+            })
             .collect();
         (shape.prompt)(&capped, ask.question, ask.question_date)
     };
@@ -384,6 +393,14 @@ pub struct AnswerPlan {
 
 /// The answer call's listener, for the caller's `sink`: the `answer` field of the reply being written, each time it
 /// changes (a retry starts it again).
+/// A quoted line at most `cap` characters long: its excerpt for the question when it has one, else its head.
+fn cut_line(line: &str, excerpt: Option<&Excerpt>, cap: usize) -> String {
+    match excerpt {
+        Some(e) => e.cut(cap).into_owned(),
+        None => cap_text(line, cap).into_owned(),
+    }
+}
+
 fn answer_sink(sink: Option<TextSink>) -> Option<TextSink> {
     let sink = sink?;
     let heard = RefCell::new(String::new());
@@ -432,8 +449,18 @@ impl AnswerPlan {
             ..LlmRequest::new(vec![])
         };
         // A context longer than the model's window: its lines are cut to a common length (a pasted document gives
-        // way, the sessions after it stay), or when there are too many lines for that, the whole is cut at its end.
-        let per_line = |cap| prompts::answer(&cap_lines(&context, cap), &self.question, &self.date);
+        // way, the sessions after it stay; it keeps the sentences the question asks about), or when there are too
+        // many lines for that, the whole is cut at its end.
+        let terms = question_terms(&self.question);
+        let lines: Vec<(&str, Option<Excerpt>)> = context.lines().map(|l| (l, Excerpt::new(l, &terms))).collect();
+        let per_line = |cap| {
+            let cut = if cap == usize::MAX {
+                context.clone()
+            } else {
+                lines.iter().map(|(l, e)| cut_line(l, e.as_ref(), cap)).collect::<Vec<_>>().join("\n")
+            };
+            prompts::answer(&cut, &self.question, &self.date)
+        };
         let at_end = |cap| prompts::answer(&cap_text(&context, cap), &self.question, &self.date);
         let count = |s: &str| self.tokenizer.encode(s).len();
         let builds: [&dyn Fn(usize) -> Vec<ChatMessage>; 2] = [&per_line, &at_end];

@@ -5,6 +5,7 @@
 //! This module only does arithmetic over score buffers: it never embeds, tokenizes or touches storage. The caller
 //! owns a [`Scratch`] so that ranking allocates nothing per unit.
 
+pub mod excerpt;
 pub mod prune;
 pub mod when;
 
