@@ -1,8 +1,9 @@
 // The demo with a real small model (../shared/tools/local-llm: llama.cpp + a Qwen2.5-Coder GGUF from PyPI), driven
 // as a user would: the endpoint, its window and its wait typed into the form, the sample loaded (distillation starts
 // in the background), a question asked while the model distils, "Distill now" waited for, a question asked with the
-// model idle. The scripted server proves determinism; this proves the product with a model that is slow and
-// imperfect. Not part of `npm test` (minutes of model time): run it after an LLM-facing change.
+// model idle, then a pasted document of ~40,000 characters and a question about a line past its middle. The scripted
+// server proves determinism; this proves the product with a model that is slow and imperfect. Not part of
+// `npm test` (minutes of model time): run it after an LLM-facing change.
 //
 //   npm run test:real-model -- [--model qwen-coder-1.5b] [--threads 2] [--url URL] [--json FILE]
 //
@@ -39,6 +40,20 @@ async function timedChat(page, question) {
   }, bots, { timeout: REPLY_MS, polling: 50 }).then(() => Date.now() - started);
   const reply = await chat(page, question, REPLY_MS);
   return { reply, firstTextMs: await firstText, wholeMs: Date.now() - started, status: await page.textContent("#status") };
+}
+
+/** ~40,000 characters of a contractor's report, one line (past the middle) unlike the others. */
+function renovationReport() {
+  const rooms = ["kitchen", "hallway", "attic", "garage", "porch", "cellar", "study", "bathroom"];
+  const tasks = ["repainted", "inspected", "cleaned", "measured", "photographed", "rewired", "sealed", "sanded"];
+  const line = "The spare key for the cabin is hidden under the blue flowerpot beside the woodshed.";
+  const lines = [];
+  for (let i = 0; i < 420; i++) {
+    if (i === 260) lines.push(line);
+    lines.push(`Item ${i}: the ${rooms[i % 8]} was ${tasks[Math.floor(i / 3) % 8]} on day ${1 + (i % 28)} by the ` +
+      `crew, and the notes say it took ${2 + (i % 5)} hours.`);
+  }
+  return { report: lines.join("\n"), fact: { at: 261, line } };
 }
 
 let failed = false;
@@ -90,7 +105,18 @@ try {
   console.log(`idle: first text ${idle.firstTextMs} ms, whole ${idle.wholeMs} ms — ${idle.reply.trim()}`);
   assert.match(idle.reply, /Riverside/i, "the answer names the club");
 
+  // A pasted document of ~40,000 characters, far over the model's window: the question is about one line past its
+  // middle, which a prompt holding the document's head would not have.
+  const { report, fact } = renovationReport();
+  const pasted = await timedChat(page, `Here is the renovation report from the contractor:\n${report}`);
+  console.log(`a ${report.length}-character paste: reply in ${pasted.wholeMs} ms — ${pasted.reply.trim().slice(0, 200)}`);
+  const buried = await timedChat(page, "Where is the spare key for the cabin hidden?");
+  console.log(`about its line ${fact.at}: first text ${buried.firstTextMs} ms, whole ${buried.wholeMs} ms — ` +
+    `${buried.reply.trim()}`);
+  assert.match(buried.reply, /flowerpot/i, "the answer finds the line of the pasted document");
+
   Object.assign(figures, {
+    pasted_chars: report.length, pasted_reply_ms: pasted.wholeMs, answer_about_the_paste_ms: buried.wholeMs,
     answer_while_distilling_first_text_ms: busy.firstTextMs, answer_while_distilling_ms: busy.wholeMs,
     distill_jobs_left_after_that_answer: jobsLeftThen, answer_idle_first_text_ms: idle.firstTextMs,
     answer_idle_ms: idle.wholeMs, distill_ms: distillMs, episodes: distilled.stats.episodes,
