@@ -43,6 +43,11 @@ fn chat() -> Vec<MessageInput> {
         "Yes, my sister Maria booked the ferry tickets yesterday.".to_string(),
         "Remember to pack a rain jacket for the island.".to_string(),
     ];
+    turns(&texts)
+}
+
+/// Ana and Ben taking turns, a minute apart.
+fn turns(texts: &[String]) -> Vec<MessageInput> {
     texts
         .iter()
         .enumerate()
@@ -203,21 +208,12 @@ fn a_question_about_the_middle_of_a_pasted_document_reads_that_part_of_it() {
     let llm = client(&server, CONTEXT);
     let mut m = open(false);
     let (document, fact) = report_with_a_buried_fact();
-    let turns = [
+    let texts = [
         "Here is the renovation report from the contractor:".to_string(),
         document,
         "Thanks, I will read it tonight.".to_string(),
     ];
-    let messages: Vec<MessageInput> = turns
-        .iter()
-        .enumerate()
-        .map(|(i, t)| MessageInput {
-            speaker: Some(if i % 2 == 0 { "Ana" } else { "Ben" }.into()),
-            content: t.clone(),
-            time: Some(TimeInput::Millis(T0 + i as f64 * 60_000.0)),
-            ..Default::default()
-        })
-        .collect();
+    let messages = turns(&texts);
     block_on(m.add_messages(&messages, Some("report"), T0)).unwrap();
     for mode in [loci::recall::prune::PruneMode::None, loci::recall::prune::PruneMode::Llm] {
         server.reset();
