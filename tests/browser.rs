@@ -123,19 +123,45 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt())
 }
 
-/// Browser vectors equal the Python onnxruntime reference and the native embedder's vectors (which the native
-/// test `native_vectors_match_python_onnxruntime` writes to target/loci-native-vectors.json before this runs).
-#[wasm_bindgen_test]
-async fn browser_vectors_match_python_and_native() {
-    let reference: Reference = serde_json::from_str(include_str!("fixtures/reference_vectors.json")).unwrap();
+/// The in-page embedder on onnxruntime-web's WASM backend.
+async fn wasm_embedder(config: loci::embed::EmbedConfig) -> loci::embed::Embedder<loci::embed::OnnxRuntime> {
     let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
     let model = fetch_bytes("/www/assets/model/model.onnx").await;
     let dist = loci::embed::OrtDist { base_url: absolute("/www/assets/ort/"), wrapper_ext: "js".into(), threads: None };
     let (_, env) = loci::embed::web_environment(&dist, loci::embed::WebBuild::Wasm).await.unwrap();
     let runtime = loci::embed::OnnxRuntime::web(&env, &model, loci::embed::Device::Wasm).await.unwrap();
-    let config = loci::embed::EmbedConfig { truncate: true, ..Default::default() };
     let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
-    let mut e = loci::embed::Embedder::new(tokenizer, runtime, config).unwrap();
+    loci::embed::Embedder::new(tokenizer, runtime, config).unwrap()
+}
+
+/// Embedding a pasted document gives the page its thread back between model calls: a timer set before it fires
+/// while it runs. Awaiting onnxruntime-web's calls alone chained them in microtasks, and a 40,000-character message
+/// froze the demo for 30 s in one task.
+#[wasm_bindgen_test]
+async fn embedding_a_long_text_lets_the_page_run_between_calls() {
+    let mut e = wasm_embedder(loci::embed::EmbedConfig::default()).await;
+    let long = "Item 12: the kitchen was repainted on day 9 by the crew, and it took four hours. ".repeat(60);
+    let windows = e.windows(&long).len();
+    assert!(windows >= 6, "{windows} windows");
+    let ticks = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let counted = ticks.clone();
+    let tick = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || counted.set(counted.get() + 1));
+    let window = web_sys::window().unwrap();
+    for _ in 0..windows {
+        window.set_timeout_with_callback(tick.as_ref().unchecked_ref()).unwrap();
+    }
+    let vectors = e.embed(&[&long]).await.unwrap();
+    assert_eq!(vectors.len(), windows);
+    assert!(ticks.get() >= 2, "timers fired during the embedding: {}", ticks.get());
+    tick.forget(); // any timer still pending must find it
+}
+
+/// Browser vectors equal the Python onnxruntime reference and the native embedder's vectors (which the native
+/// test `native_vectors_match_python_onnxruntime` writes to target/loci-native-vectors.json before this runs).
+#[wasm_bindgen_test]
+async fn browser_vectors_match_python_and_native() {
+    let reference: Reference = serde_json::from_str(include_str!("fixtures/reference_vectors.json")).unwrap();
+    let mut e = wasm_embedder(loci::embed::EmbedConfig { truncate: true, ..Default::default() }).await;
     let texts: Vec<&str> = reference.items.iter().map(|i| i.text.as_str()).collect();
     let got = e.embed(&texts).await.unwrap();
     let cosines: Vec<f32> = got.iter().zip(&reference.items).map(|(w, item)| cosine(&w.vector, &item.vector)).collect();

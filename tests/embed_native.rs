@@ -4,7 +4,10 @@
 
 mod common;
 
-use loci::embed::EmbedConfig;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use loci::embed::{Batch, Device, EmbedConfig, OnnxRuntime, Runtime, QUERY_WINDOWS};
 
 #[derive(serde::Deserialize)]
 struct Item {
@@ -64,4 +67,80 @@ fn long_text_is_embedded_in_overlapping_windows_not_cut() {
     let vectors = pollster::block_on(e.embed(&[&long])).unwrap();
     assert_eq!(vectors.len(), windows.len());
     assert_eq!(vectors.iter().map(|v| v.window).collect::<Vec<_>>(), (0..windows.len() as u16).collect::<Vec<_>>());
+}
+
+/// What a runtime was asked to do: each call's batch shape, and the pauses between calls.
+#[derive(Default, Debug)]
+struct Calls {
+    shapes: Vec<(usize, usize)>,
+    pauses_before: Vec<usize>,
+}
+
+/// The real runtime, as the page's WASM backend asks to be driven: calls of at most 512 padded tokens.
+struct OnPageThread {
+    inner: OnnxRuntime,
+    calls: Rc<RefCell<Calls>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl Runtime for OnPageThread {
+    async fn last_hidden_state(&mut self, batch: &Batch) -> loci::Result<Vec<f32>> {
+        self.calls.borrow_mut().shapes.push((batch.rows, batch.seq));
+        self.inner.last_hidden_state(batch).await
+    }
+    fn device(&self) -> Device {
+        Device::Wasm
+    }
+    fn tokens_per_call(&self) -> Option<usize> {
+        Some(512)
+    }
+    async fn between_calls(&mut self) {
+        let mut calls = self.calls.borrow_mut();
+        let done = calls.shapes.len();
+        calls.pauses_before.push(done);
+    }
+}
+
+fn pasted_report(items: usize) -> String {
+    (0..items).map(|i| format!("Item {i}: the kitchen was repainted on day {} by the crew. ", 1 + i % 28)).collect()
+}
+
+/// A pasted document on the page's thread: calls of at most 512 padded tokens with a pause between each (one call of
+/// 16 windows held the page for seconds), and the same vectors as one unrestricted call.
+#[test]
+fn a_long_text_on_a_thread_it_must_share_goes_in_small_calls_with_pauses_between() {
+    let calls = Rc::new(RefCell::new(Calls::default()));
+    let mut shared =
+        common::embedder_around(EmbedConfig::default(), |inner| OnPageThread { inner, calls: calls.clone() });
+    let mut free = common::embedder(EmbedConfig::default());
+    let report = pasted_report(120);
+    let got = pollster::block_on(shared.embed(&[&report, "a short turn", "another short turn"])).unwrap();
+    let want = pollster::block_on(free.embed(&[&report, "a short turn", "another short turn"])).unwrap();
+    let calls = calls.borrow();
+    assert!(got.len() >= 8, "{} windows", got.len());
+    assert!(calls.shapes.iter().all(|&(rows, seq)| rows * seq <= 512), "{:?}", calls.shapes);
+    assert!(calls.shapes[0].0 >= 3, "the two short turns share a call with the shortest window: {:?}", calls.shapes);
+    assert_eq!(calls.pauses_before, (1..calls.shapes.len()).collect::<Vec<_>>(), "a pause between each two calls");
+    assert_eq!(got.len(), want.len());
+    for (a, b) in got.iter().zip(&want) {
+        assert_eq!((a.text, a.window), (b.text, b.window));
+        assert!(common::cosine(&a.vector, &b.vector) > 0.99999);
+    }
+}
+
+/// A pasted document asked about is embedded as a few windows spread over it, not as every window it holds: the
+/// reply waits for the query's embedding.
+#[test]
+fn a_long_query_is_embedded_as_a_few_windows() {
+    let calls = Rc::new(RefCell::new(Calls::default()));
+    let mut e = common::embedder_around(EmbedConfig::default(), |inner| OnPageThread { inner, calls: calls.clone() });
+    let report = pasted_report(600);
+    assert!(e.windows(&report).len() > 4 * QUERY_WINDOWS, "{} windows", e.windows(&report).len());
+    let query = pollster::block_on(e.embed_query(&report)).unwrap();
+    let rows: usize = calls.borrow().shapes.iter().map(|s| s.0).sum();
+    assert_eq!(rows, QUERY_WINDOWS);
+    let norm: f32 = query.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4, "a unit vector: {norm}");
+    let short = pollster::block_on(e.embed_query("When was the kitchen repainted?")).unwrap();
+    assert!(common::cosine(&query, &short) > 0.3, "still about the report: {}", common::cosine(&query, &short));
 }

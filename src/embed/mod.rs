@@ -66,6 +66,16 @@ pub struct Batch {
 pub trait Runtime {
     async fn last_hidden_state(&mut self, batch: &Batch) -> Result<Vec<f32>>;
     fn device(&self) -> Device;
+
+    /// Padded tokens one call may hold at most, for a runtime that computes on its caller's thread (onnxruntime-web's
+    /// WASM backend runs on the page's main thread: a call of 16 long windows froze the page for seconds). `None`: no
+    /// limit beyond the batch size.
+    fn tokens_per_call(&self) -> Option<usize> {
+        None
+    }
+
+    /// Awaited between two calls of one embedding, so such a runtime can give its thread back (input, rendering).
+    async fn between_calls(&mut self) {}
 }
 
 /// How texts become token windows.
@@ -110,6 +120,9 @@ impl EmbedConfig {
 pub const MAX_BATCH_SIZE: usize = 256;
 /// The largest `max_windows` accepted (u16 window numbers; ~900,000 tokens).
 pub const MAX_WINDOWS: usize = 4_096;
+
+/// Windows a query is embedded as at most (see [`Embedder::embed_query`]).
+pub const QUERY_WINDOWS: usize = 4;
 
 /// `keep` items of `items` spread evenly, first and last included (all of them when there are no more).
 fn spread<T>(items: Vec<T>, keep: usize) -> Vec<T> {
@@ -167,6 +180,10 @@ impl<R: Runtime> Embedder<R> {
 
     /// Token windows of one text, each wrapped in [CLS] … [SEP].
     pub fn windows(&self, text: &str) -> Vec<Vec<u32>> {
+        self.windows_at_most(text, self.config.max_windows)
+    }
+
+    fn windows_at_most(&self, text: &str, keep: usize) -> Vec<Vec<u32>> {
         let ids = self.tokenizer.encode(text);
         let body = self.config.max_tokens - 2;
         let stride = body - self.config.overlap;
@@ -184,22 +201,33 @@ impl<R: Runtime> Embedder<R> {
             }
             start += stride;
         }
-        spread(out, self.config.max_windows)
+        spread(out, keep)
     }
 
     /// Embeds texts; one vector per window (a short text has one window). Windows are sorted by length and batched,
     /// so padding stays small; the output is in input order.
     pub async fn embed(&mut self, texts: &[&str]) -> Result<Vec<WindowVector>> {
+        self.embed_windows(texts, self.config.max_windows).await
+    }
+
+    async fn embed_windows(&mut self, texts: &[&str], windows_per_text: usize) -> Result<Vec<WindowVector>> {
         let mut windows: Vec<(usize, u16, Vec<u32>)> = Vec::new();
         for (t, text) in texts.iter().enumerate() {
-            for (w, ids) in self.windows(text).into_iter().enumerate() {
+            for (w, ids) in self.windows_at_most(text, windows_per_text).into_iter().enumerate() {
                 windows.push((t, w as u16, ids));
             }
         }
         let mut order: Vec<usize> = (0..windows.len()).collect();
         order.sort_by_key(|&i| windows[i].2.len());
+        let lengths: Vec<usize> = order.iter().map(|&i| windows[i].2.len()).collect();
         let mut vectors: Vec<Option<Vec<f32>>> = vec![None; windows.len()];
-        for chunk in order.chunks(self.config.batch_size) {
+        let mut start = 0;
+        for (n, end) in batch_ends(&lengths, self.config.batch_size, self.runtime.tokens_per_call()).enumerate() {
+            if n > 0 {
+                self.runtime.between_calls().await;
+            }
+            let chunk = &order[start..end];
+            start = end;
             let batch = pad_batch(chunk.iter().map(|&i| windows[i].2.as_slice()), self.tokenizer.pad_id());
             let hidden = self.runtime.last_hidden_state(&batch).await?;
             let pooled = mean_pool_normalize(&hidden, &batch.attention_mask, batch.rows, batch.seq, DIM)?;
@@ -218,8 +246,10 @@ impl<R: Runtime> Embedder<R> {
     }
 
     /// One vector for a query: the mean of its window vectors, renormalised (a query is almost always one window).
+    /// A long one (a pasted document asked about) keeps [`QUERY_WINDOWS`] windows spread over it: the mean of more
+    /// says no more about what it is about, and each costs the reply a model call before recall can start.
     pub async fn embed_query(&mut self, text: &str) -> Result<Vec<f32>> {
-        let windows = self.embed(&[text]).await?;
+        let windows = self.embed_windows(&[text], self.config.max_windows.min(QUERY_WINDOWS)).await?;
         let mut v = vec![0.0f32; DIM];
         for w in &windows {
             for (a, b) in v.iter_mut().zip(&w.vector) {
@@ -229,6 +259,28 @@ impl<R: Runtime> Embedder<R> {
         normalize(&mut v);
         Ok(v)
     }
+}
+
+/// Where each batch ends, over windows sorted by length (ascending): at most `batch_size` windows, and at most
+/// `tokens_per_call` padded tokens (rows × the longest), though never fewer than one window.
+fn batch_ends(
+    lengths: &[usize],
+    batch_size: usize,
+    tokens_per_call: Option<usize>,
+) -> impl Iterator<Item = usize> + '_ {
+    let budget = tokens_per_call.unwrap_or(usize::MAX);
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start == lengths.len() {
+            return None;
+        }
+        let mut end = start + 1;
+        while end < lengths.len() && end - start < batch_size && (end - start + 1) * lengths[end] <= budget {
+            end += 1;
+        }
+        start = end;
+        Some(end)
+    })
 }
 
 /// Right-pads windows to the longest; the attention mask marks real tokens.
@@ -292,6 +344,20 @@ mod tests {
         let v = mean_pool_normalize(&hidden, &[1, 1, 0], 1, 3, 2).unwrap();
         assert_eq!(v, vec![vec![1.0, 0.0]]);
         assert!(mean_pool_normalize(&hidden, &[1, 1], 1, 3, 2).is_err());
+    }
+
+    #[test]
+    fn batches_keep_to_the_window_count_and_the_token_budget() {
+        let ends = |lengths: &[usize], size, budget| batch_ends(lengths, size, budget).collect::<Vec<_>>();
+        let short = [10; 40];
+        assert_eq!(ends(&short, 16, None), [16, 32, 40]);
+        assert_eq!(ends(&short, 16, Some(512)), [16, 32, 40], "short windows fill whole batches");
+        let long = [256; 9];
+        assert_eq!(ends(&long, 16, None), [9]);
+        assert_eq!(ends(&long, 16, Some(512)), [2, 4, 6, 8, 9]);
+        assert_eq!(ends(&long, 16, Some(100)), (1..=9).collect::<Vec<_>>(), "a window over the budget goes alone");
+        assert_eq!(ends(&[20, 20, 20, 200, 256], 16, Some(512)), [3, 5]);
+        assert!(ends(&[], 16, Some(512)).is_empty());
     }
 
     #[test]

@@ -9,13 +9,22 @@ use loci::types::{MessageInput, TimeInput};
 
 /// The real embedder; panics with the command to run when setup has not been done.
 pub fn embedder(config: EmbedConfig) -> Embedder<OnnxRuntime> {
+    embedder_around(config, |runtime| runtime)
+}
+
+/// The real embedder, its runtime wrapped by `wrap` (to watch or restrict its calls).
+pub fn embedder_around<R: loci::embed::Runtime>(
+    config: EmbedConfig,
+    wrap: impl FnOnce(OnnxRuntime) -> R,
+) -> Embedder<R> {
     let dir = default_model_dir();
     let model = std::fs::read(dir.join("model.onnx"))
         .unwrap_or_else(|e| panic!("{}: {e}; run `node scripts/setup.mjs native`", dir.display()));
     let tokenizer = std::fs::read_to_string(dir.join("tokenizer.json")).expect("tokenizer.json");
     let dylib = default_dylib_path().expect("onnxruntime library path; run `node scripts/setup.mjs native`");
     let runtime = OnnxRuntime::native(&model, &dylib, 1).expect("onnxruntime session");
-    Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).expect("tokenizer"), runtime, config).expect("embedder")
+    Embedder::new(WordPiece::from_tokenizer_json(&tokenizer).expect("tokenizer"), wrap(runtime), config)
+        .expect("embedder")
 }
 
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
