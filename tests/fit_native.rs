@@ -236,3 +236,53 @@ fn a_question_about_the_middle_of_a_pasted_document_reads_that_part_of_it() {
         }
     }
 }
+
+/// A pasted document is often the question itself ("Here is the report: …"): the answer's prompt and pruning's keep
+/// its opening and its end (where a paste says what is wanted of it) within the window, on a plain memory and on a
+/// distilled one.
+#[test]
+fn a_pasted_document_sent_as_the_question_is_answered_within_the_window() {
+    let server = LlmServer::start();
+    server.config(json!({ "contextTokens": CONTEXT }));
+    let llm = client(&server, CONTEXT);
+    let (document, _) = report_with_a_buried_fact();
+    let question =
+        format!("Here is the renovation report from the contractor:\n{document}\nWhat should I check first?");
+    let mut plain = open(false);
+    block_on(plain.add_messages(&chat(), Some("trip"), T0)).unwrap();
+    let mut distilled = distill_everything(&server, CONTEXT);
+    for (name, m) in [("plain", &mut plain), ("distilled", &mut distilled)] {
+        for mode in [loci::recall::prune::PruneMode::None, loci::recall::prune::PruneMode::Llm] {
+            server.reset();
+            server.config(json!({ "contextTokens": CONTEXT }));
+            let options = AnswerOptions {
+                prune: loci::memory::PruneOptions { mode, ..Default::default() },
+                ..AnswerOptions::default()
+            };
+            let started = std::time::Instant::now();
+            let answered = if name == "plain" {
+                block_on(m.answer(&question, &options, &llm, T0 + 1e6))
+            } else {
+                block_on(m.answer_distilled(&question, Default::default(), &options, &llm, T0 + 1e6))
+            };
+            answered.unwrap_or_else(|e| panic!("{name}, {mode:?}: {e}"));
+            eprintln!("{name}, {mode:?}: answered in {:?}", started.elapsed());
+            let log = server.log();
+            assert!(!log.is_empty());
+            for request in &log {
+                assert!(prompt_tokens(request) <= CONTEXT, "{name}, {mode:?}: {} tokens", prompt_tokens(request));
+                let prompt = request["body"]["messages"].to_string();
+                assert!(prompt.contains("Here is the renovation report"), "{name}, {mode:?}: the opening is kept");
+                assert!(prompt.contains("What should I check first?"), "{name}, {mode:?}: the end is kept");
+            }
+        }
+    }
+    // The question split into search queries (recall's `expand`) fits too.
+    server.reset();
+    server.config(json!({ "contextTokens": CONTEXT }));
+    let expanded = block_on(loci::memory::expand_query(&question, "2023-05-08 14:00 UTC", &llm, None));
+    expanded.result.expect("expansion");
+    let log = server.log();
+    assert_eq!(log.len(), 1);
+    assert!(prompt_tokens(&log[0]) <= CONTEXT, "{} tokens", prompt_tokens(&log[0]));
+}

@@ -47,6 +47,20 @@ pub fn cap_text(text: &str, cap: usize) -> Cow<'_, str> {
     }
 }
 
+/// `text` cut to at most `cap` characters (and the mark) by leaving out its middle: for what a user asks, where a
+/// pasted document says what is wanted of it at its opening ("Here is the report: …") or its end ("… what should I
+/// check first?"). Two thirds of the cap go to the opening.
+pub fn cap_ends(text: &str, cap: usize) -> Cow<'_, str> {
+    let chars = text.chars().count();
+    if chars <= cap {
+        return Cow::Borrowed(text);
+    }
+    let head = cap - cap / 3;
+    let at = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    let (start, end) = (&text[..at(head)], &text[at(chars - cap / 3)..]);
+    Cow::Owned(format!("{} […] {}", start.trim_end(), end.trim_start()))
+}
+
 /// The largest cap (characters per quoted text) at which `build(cap)` fits `budget`: `usize::MAX` when the whole
 /// prompt fits, `None` when even [`MIN_CAP`] does not.
 pub fn fit_cap(budget: usize, build: &dyn Fn(usize) -> Vec<ChatMessage>, count: Count) -> Option<usize> {
@@ -128,6 +142,17 @@ mod tests {
 
     fn words(s: &str) -> usize {
         s.split_whitespace().count()
+    }
+
+    #[test]
+    fn a_question_cut_keeps_its_opening_and_its_end() {
+        assert_eq!(cap_ends("short", 40), "short");
+        let paste = format!("Here is the report: {} What should I check first?", "é line of the report. ".repeat(500));
+        let cut = cap_ends(&paste, 300);
+        assert!(cut.starts_with("Here is the report: é line"), "{cut}");
+        assert!(cut.ends_with("What should I check first?"), "{cut}");
+        assert!(cut.contains(" […] "));
+        assert!(cut.chars().count() <= 300 + " […] ".chars().count(), "{}", cut.chars().count());
     }
 
     fn prompt(texts: &[String], cap: usize) -> Vec<ChatMessage> {

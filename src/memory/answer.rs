@@ -10,9 +10,9 @@ use std::rc::Rc;
 use super::{DistilledRecallOptions, Memory, RecallOptions, RecallResult, RecalledSession};
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
-use crate::llm::fit::{cap_text, chat_json_fitted, chat_json_fitted_first};
+use crate::llm::fit::{cap_ends, cap_text, chat_json_fitted, chat_json_fitted_first};
 use crate::llm::prompts::{self, AnswerReply, ExpandReply, QdpQuotesReply, QdpReply, QdpSession};
-use crate::llm::structured::{chat_json, partial_string_field, Structured};
+use crate::llm::structured::{partial_string_field, Structured};
 use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters, TextSink, Usage};
 use crate::recall::excerpt::{question_terms, Excerpt};
 use crate::recall::prune::{
@@ -153,9 +153,13 @@ pub async fn expand_query(
         // Three short queries, with room for the JSON around them.
         max_tokens: Some(160),
         abort,
-        ..LlmRequest::new(prompts::expand(question, question_date))
+        ..LlmRequest::new(vec![])
     };
-    let reply: Structured<ExpandReply> = match chat_json(llm, &request).await {
+    // A pasted document asked about keeps its opening and its end.
+    let build = |cap| prompts::expand(&cap_ends(question, cap), question_date);
+    // No tokenizer here (no memory is read): ~4 characters a token, which over-counts English WordPiece.
+    let count = |s: &str| crate::llm::estimate_tokens(s, None) as usize;
+    let reply: Structured<ExpandReply> = match chat_json_fitted(llm, &request, &build, &count).await {
         Ok(r) => r,
         Err(e) => {
             counters.expand.errors += 1;
@@ -366,7 +370,7 @@ async fn qdp_shaped<T: serde::de::DeserializeOwned>(
                 ..s.clone()
             })
             .collect();
-        (shape.prompt)(&capped, ask.question, ask.question_date)
+        (shape.prompt)(&capped, &cap_ends(ask.question, cap), ask.question_date)
     };
     let reply: Structured<T> = chat_json_fitted(llm, &request, &build, count).await?;
     let kept = kept_of(&order, &reply.value);
@@ -459,9 +463,9 @@ impl AnswerPlan {
             } else {
                 lines.iter().map(|(l, e)| cut_line(l, e.as_ref(), cap)).collect::<Vec<_>>().join("\n")
             };
-            prompts::answer(&cut, &self.question, &self.date)
+            prompts::answer(&cut, &cap_ends(&self.question, cap), &self.date)
         };
-        let at_end = |cap| prompts::answer(&cap_text(&context, cap), &self.question, &self.date);
+        let at_end = |cap| prompts::answer(&cap_text(&context, cap), &cap_ends(&self.question, cap), &self.date);
         let count = |s: &str| self.tokenizer.encode(s).len();
         let builds: [&dyn Fn(usize) -> Vec<ChatMessage>; 2] = [&per_line, &at_end];
         let fitted = chat_json_fitted_first(llm, &request, &builds, &count).await;

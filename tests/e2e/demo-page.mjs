@@ -21,7 +21,12 @@ export async function chat(page, text, timeout = 60_000) {
   const before = await page.locator("#transcript li.bot").count();
   await page.fill("#message", text);
   await page.click("#send");
-  await page.waitForFunction((n) => document.querySelectorAll("#transcript li.bot").length > n, before, { timeout });
-  await statusStarts(page, "Replied", timeout);
+  // The reply, or the error the status shows instead (failing at once, not at the timeout).
+  await page.waitForFunction((n) => document.querySelectorAll("#transcript li.bot").length > n
+    || document.querySelector("#status").classList.contains("error"), before, { timeout });
+  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("Replied")
+    || document.querySelector("#status").classList.contains("error"), null, { timeout });
+  const status = await page.textContent("#status");
+  if (!status.startsWith("Replied")) throw new Error(`no reply to ${JSON.stringify(text.slice(0, 80))}: ${status}`);
   return page.locator("#transcript li.bot").last().textContent();
 }

@@ -36,8 +36,9 @@ async function timedChat(page, question) {
   const bots = await page.locator("#transcript li.bot").count();
   const firstText = page.waitForFunction((n) => {
     const last = document.querySelectorAll("#transcript li.bot")[n];
-    return last && last.textContent.trim().length > "loci".length;
-  }, bots, { timeout: REPLY_MS, polling: 50 }).then(() => Date.now() - started);
+    return (last && last.textContent.trim().length > "loci".length)
+      || document.querySelector("#status").classList.contains("error");
+  }, bots, { timeout: REPLY_MS, polling: 50 }).then(() => Date.now() - started, () => null);
   const reply = await chat(page, question, REPLY_MS);
   return { reply, firstTextMs: await firstText, wholeMs: Date.now() - started, status: await page.textContent("#status") };
 }
