@@ -15,6 +15,7 @@ use loci::embed::OnnxRuntime;
 use loci::llm::native::UreqTransport;
 use loci::llm::openai::{OpenAiClient, OpenAiConfig};
 use loci::memory::{AnswerOptions, Memory, MemoryConfig};
+use loci::recall::prune::PruneMode;
 use loci::store::MemStore;
 use loci::types::{MessageInput, TimeInput};
 use pollster::block_on;
@@ -58,6 +59,13 @@ fn turns(texts: &[String]) -> Vec<MessageInput> {
             ..Default::default()
         })
         .collect()
+}
+
+/// Answer options pruning by `mode`, the server emptied and set to the small window first.
+fn fresh_answer(server: &LlmServer, mode: PruneMode) -> AnswerOptions {
+    server.reset();
+    server.config(json!({ "contextTokens": CONTEXT }));
+    AnswerOptions { prune: loci::memory::PruneOptions { mode, ..Default::default() }, ..AnswerOptions::default() }
 }
 
 fn open(distill: bool) -> Memory<MemStore, OnnxRuntime> {
@@ -215,13 +223,8 @@ fn a_question_about_the_middle_of_a_pasted_document_reads_that_part_of_it() {
     ];
     let messages = turns(&texts);
     block_on(m.add_messages(&messages, Some("report"), T0)).unwrap();
-    for mode in [loci::recall::prune::PruneMode::None, loci::recall::prune::PruneMode::Llm] {
-        server.reset();
-        server.config(json!({ "contextTokens": CONTEXT }));
-        let options = AnswerOptions {
-            prune: loci::memory::PruneOptions { mode, ..Default::default() },
-            ..AnswerOptions::default()
-        };
+    for mode in [PruneMode::None, PruneMode::Llm] {
+        let options = fresh_answer(&server, mode);
         block_on(m.answer("Where is the spare key for the cabin hidden?", &options, &llm, T0 + 1e6)).expect("answer");
         let log = server.log();
         assert!(log.iter().all(|r| prompt_tokens(r) <= CONTEXT));
@@ -252,13 +255,8 @@ fn a_pasted_document_sent_as_the_question_is_answered_within_the_window() {
     block_on(plain.add_messages(&chat(), Some("trip"), T0)).unwrap();
     let mut distilled = distill_everything(&server, CONTEXT);
     for (name, m) in [("plain", &mut plain), ("distilled", &mut distilled)] {
-        for mode in [loci::recall::prune::PruneMode::None, loci::recall::prune::PruneMode::Llm] {
-            server.reset();
-            server.config(json!({ "contextTokens": CONTEXT }));
-            let options = AnswerOptions {
-                prune: loci::memory::PruneOptions { mode, ..Default::default() },
-                ..AnswerOptions::default()
-            };
+        for mode in [PruneMode::None, PruneMode::Llm] {
+            let options = fresh_answer(&server, mode);
             let started = std::time::Instant::now();
             let answered = if name == "plain" {
                 block_on(m.answer(&question, &options, &llm, T0 + 1e6))
