@@ -294,16 +294,7 @@ export function removeWorkerLoader() {
         /// A macrotask (`setTimeout`, in pages and workers): the page handles input and paints between two calls,
         /// where awaiting the calls alone would chain them in microtasks, one long task for a whole paste.
         async fn between_calls(&mut self) {
-            let Ok(set_timeout) = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("setTimeout")) else {
-                return;
-            };
-            let Some(set_timeout) = wasm_bindgen::JsCast::dyn_ref::<js_sys::Function>(&set_timeout).cloned() else {
-                return;
-            };
-            let tick = js_sys::Promise::new(&mut |resolve, _| {
-                let _ = set_timeout.call2(&JsValue::NULL, &resolve, &JsValue::from(0));
-            });
-            let _ = wasm_bindgen_futures::JsFuture::from(tick).await;
+            crate::store::idb::timeout(0).await;
         }
     }
 }

@@ -105,8 +105,9 @@ fn decode_each<T: serde::de::DeserializeOwned>(
 /// How long `delete` waits on a connection that blocks it before it says so.
 pub const DELETE_BLOCKED_MS: i32 = 3_000;
 
-/// Resolves after `ms` milliseconds (`setTimeout`: pages and workers).
-async fn timeout(ms: i32) {
+/// Resolves after `ms` milliseconds (`setTimeout`: pages and workers; at once where there is none). Also the
+/// embedder's yield to the page between two model calls.
+pub(crate) async fn timeout(ms: i32) {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
         let set_timeout = Reflect::get(&js_sys::global(), &"setTimeout".into()).ok();
         match set_timeout.as_ref().and_then(|f| f.dyn_ref::<js_sys::Function>()) {
