@@ -36,6 +36,12 @@ use crate::types::{format_time, validate_message, InputLimits, MessageInput, Ses
 /// [`Memory::save_lexical`] writes only after building at least this many, and at least a tenth of all.
 const LEXICAL_SAVE_MIN: usize = 1_000;
 
+/// Windows of a unit's text `addMessages` embeds before it resolves; a longer text (over ~900 tokens, ~3,500
+/// characters: a pasted document) gets this many spread over it at once, stored and recallable, and the rest in the
+/// background ([`Memory::embed_pending_step`]). A 40,000-character paste is ~45 windows, ~11 s of model calls in
+/// the page: the chat would wait on all of them, where these take one or two calls.
+pub const EMBED_NOW_WINDOWS: usize = 4;
+
 /// Options fixed when a memory is opened.
 #[derive(Debug, Clone, Copy)]
 pub struct MemoryConfig {
@@ -158,6 +164,8 @@ pub struct Stats {
     pub distill: DistillStats,
     /// Stored records that did not decode and were set aside at open (kept, never deleted).
     pub quarantined: Vec<crate::store::Quarantined>,
+    /// Units whose long text has windows still to embed in the background (see [`EMBED_NOW_WINDOWS`]).
+    pub pending_embeddings: usize,
 }
 
 /// One memory.
@@ -192,6 +200,16 @@ pub struct Memory<S: Store, R: Runtime> {
     rank_scratch: recall::Scratch,
     /// Records that did not decode at the last load.
     quarantined: Vec<crate::store::Quarantined>,
+    /// The background embedding of the first unit of `meta.embed_pending` under way (see
+    /// [`Memory::embed_pending_step`]).
+    backfill: Option<Backfill>,
+}
+
+/// A unit's windows and the vectors of those embedded so far.
+struct Backfill {
+    unit: u32,
+    windows: Vec<Vec<u32>>,
+    vectors: Vec<Vec<f32>>,
 }
 
 /// What BM25 indexes of a unit, and what feedback tokenizes again: the words of `unit_text` without building it
@@ -206,6 +224,11 @@ fn lexical_parts<'t>(turns: &'t crate::types::Turns, turn_ids: &[u64]) -> Vec<st
         }
     }
     parts
+}
+
+/// A unit's text, as embedded: its turns' [`Turn::unit_text`], one per line.
+fn unit_text(turn_texts: impl Iterator<Item = String>) -> String {
+    turn_texts.collect::<Vec<_>>().join("\n")
 }
 
 impl<S: Store, R: Runtime> Memory<S, R> {
@@ -242,6 +265,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 unit_mode: config.unit_mode,
                 next_turn: 1,
                 next_unit: 1,
+                embed_pending: Vec::new(),
             },
         };
         let mut memory = Memory {
@@ -265,6 +289,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             distill: Default::default(),
             distill_epoch: 0,
             quarantined: snapshot.quarantined,
+            backfill: None,
         };
         memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
@@ -616,10 +641,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let mut pending: Vec<&Turn> = reopened.iter().collect();
         pending.extend(new_turns.iter());
         let groups: Vec<Vec<&Turn>> = pending.chunks(size).map(|c| c.to_vec()).collect();
-        let texts: Vec<String> =
-            groups.iter().map(|g| g.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n")).collect();
+        let texts: Vec<String> = groups.iter().map(|g| unit_text(g.iter().map(|t| t.unit_text()))).collect();
         let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let windows = self.embedder.embed(&text_refs).await?;
+        let (windows, window_counts) = self.embedder.embed_some(&text_refs, EMBED_NOW_WINDOWS).await?;
         let mut stored: Vec<StoredUnit> = groups
             .iter()
             .map(|g| {
@@ -635,6 +659,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for w in windows {
             stored[w.text].vectors.extend_from_slice(&w.vector);
         }
+        // The reopened unit is replaced: its windows, if still pending, are the new unit's now.
+        meta.embed_pending.retain(|id| open_unit.as_ref().is_none_or(|u| u.id != *id));
+        let deferred = stored.iter().zip(&window_counts).filter(|(_, &n)| n > EMBED_NOW_WINDOWS);
+        meta.embed_pending.extend(deferred.map(|(su, _)| su.unit.id));
 
         let distill = self.distill_on_add(&session_id, &new_turns, now);
         let batch = WriteBatch {
@@ -670,6 +698,68 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     fn unit_containing(&self, turn: u64) -> Option<Unit> {
         let unit = self.units.iter().find(|u| u.turn_ids.contains(&turn))?;
         Some(unit.to_unit(&self.sessions.get(unit.session as usize)?.id))
+    }
+
+    /// Units whose long text still has windows to embed (see [`EMBED_NOW_WINDOWS`]).
+    pub fn pending_embeddings(&self) -> usize {
+        self.meta.embed_pending.len()
+    }
+
+    /// One model call of the background embedding: the next windows of the oldest pending unit. Once all of its
+    /// windows are embedded they replace its vectors, in one write that also takes it off the pending list, and
+    /// recall sees them from then on. Returns the units still pending. A caller holds the memory for one call
+    /// at a time (`addMessages` and `recall` go between); an error leaves the unit pending, its earlier vectors
+    /// in place.
+    pub async fn embed_pending_step(&mut self) -> Result<usize> {
+        let Some(&id) = self.meta.embed_pending.first() else {
+            self.backfill = None;
+            return Ok(0);
+        };
+        if self.backfill.as_ref().is_none_or(|b| b.unit != id) {
+            self.backfill = None;
+            let Some(unit) = self.units.get(&id) else {
+                // Removed since (forgotten, or replaced by the unit a later message completed).
+                let mut meta = self.meta.clone();
+                meta.embed_pending.remove(0);
+                self.store.write(WriteBatch { meta: Some(meta.clone()), ..Default::default() }).await?;
+                self.meta = meta;
+                return Ok(self.meta.embed_pending.len());
+            };
+            let text = unit_text(unit.turn_ids.iter().filter_map(|t| self.turns.get(t)).map(|t| t.unit_text()));
+            let windows = self.embedder.windows(&text);
+            self.backfill = Some(Backfill { unit: id, vectors: Vec::with_capacity(windows.len()), windows });
+        }
+        let per_call = self.embedder.windows_per_call();
+        let b = self.backfill.as_mut().expect("set above");
+        let next: Vec<&[u32]> = b.windows.iter().skip(b.vectors.len()).take(per_call).map(|w| &w[..]).collect();
+        let vectors = self.embedder.embed_token_windows(&next).await?;
+        let b = self.backfill.as_mut().expect("set above");
+        b.vectors.extend(vectors);
+        if b.vectors.len() < b.windows.len() {
+            return Ok(self.meta.embed_pending.len());
+        }
+        let b = self.backfill.take().expect("set above");
+        let Some(unit) = self.units.get(&id) else { return Ok(self.meta.embed_pending.len()) };
+        let Some(session) = self.sessions.get(unit.session as usize) else { return Ok(self.meta.embed_pending.len()) };
+        let (n, unit) = (unit.session, unit.to_unit(&session.id));
+        let vectors = crate::index::vectors::Rows::F32(b.vectors.concat());
+        let mut meta = self.meta.clone();
+        meta.embed_pending.remove(0);
+        let stored = StoredUnit { unit, vectors };
+        self.store
+            .write(WriteBatch { meta: Some(meta.clone()), units: vec![stored.clone()], ..Default::default() })
+            .await?;
+        self.meta = meta;
+        self.vectors.remove(id);
+        self.vectors.push(id, n, &stored.vectors);
+        Ok(self.meta.embed_pending.len())
+    }
+
+    /// Runs [`embed_pending_step`](Self::embed_pending_step) until no unit is pending (tests, the CLI, and the
+    /// benchmarks, which recall right after ingesting).
+    pub async fn embed_pending(&mut self) -> Result<()> {
+        while self.embed_pending_step().await? > 0 {}
+        Ok(())
     }
 
     /// The query's vector, as `recall` embeds it.
@@ -884,6 +974,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             vector_bytes: self.vectors.bytes(),
             distill: self.distill_stats(),
             quarantined: self.quarantined.clone(),
+            pending_embeddings: self.meta.embed_pending.len(),
         }
     }
 
@@ -892,6 +983,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.store.clear().await?;
         self.meta.next_turn = 1;
         self.meta.next_unit = 1;
+        self.meta.embed_pending.clear();
+        self.backfill = None;
         self.sessions.clear();
         self.session_index.clear();
         self.session_turns.clear();

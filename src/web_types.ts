@@ -156,9 +156,18 @@ export interface ProgressEvent {
    * `"quarantined"`: stored records that did not decode were set aside (`count`, `detail`; see
    * `stats().quarantined`); the rest opened.
    * `"tab"`: `detail` `"following"` (another tab holds the memory; calls are forwarded to it) or `"leading"`
-   * (this tab holds it: at open, or when the tab it followed went). */
-  phase: "tokenizer" | "model" | "runtime" | "storage" | "quarantined" | "ready" | "indexed" | "closed" | "tab" | string;
+   * (this tab holds it: at open, or when the tab it followed went).
+   * `"embedded"`: a long message's other windows are embedded and recall uses them all (`pending`: units still
+   * waiting). `addMessages` embeds a few windows of a long text (over ~3,500 characters) before it resolves and
+   * the rest in the background, a model call at a time. `"embed"` with `error`: that background run stopped (the
+   * unit stays pending; the next `addMessages`, or the next open, goes on). */
+  phase: "tokenizer" | "model" | "runtime" | "storage" | "quarantined" | "ready" | "indexed" | "closed" | "tab"
+    | "embedded" | "embed" | string;
   detail?: string;
+  /** With `"embedded"`: units whose windows are still being embedded in the background. */
+  pending?: number;
+  /** With `"embed"`: why the background embedding stopped. */
+  error?: LociError;
   /** With `"quarantined"`: how many records were set aside. */
   count?: number;
   /** With `"tokenizer"` and `"model"` (`detail` is the URL): bytes read so far, of `total` when the server says. */
@@ -482,6 +491,9 @@ export interface Stats {
   /** Stored records that did not decode, set aside at open (kept in IndexedDB, never deleted; `forgetAll()` clears
    * them with everything else). */
   quarantined: { store: string; key: string; reason: string }[];
+  /** Units whose long text is recallable but has windows still to embed in the background (see the `"embedded"`
+   * progress event). */
+  pendingEmbeddings: number;
   [more: string]: unknown;
 }
 

@@ -4,6 +4,7 @@
 mod browser_common;
 
 use browser_common::*;
+use loci::memory::EMBED_NOW_WINDOWS;
 use loci::store::idb::IdbStore;
 use loci::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
 use loci::types::{Session, Turn, Unit, UnitMode};
@@ -33,6 +34,7 @@ async fn indexeddb_round_trip() {
         unit_mode: UnitMode::Pair,
         next_turn: 3,
         next_unit: 2,
+        embed_pending: Vec::new(),
     };
     let turn = |id: u64, text: &str| Turn {
         id,
@@ -106,10 +108,7 @@ async fn memories_persist_across_close_and_reopen() {
         if phases().contains("indexed") {
             break;
         }
-        let tick = js_sys::Promise::new(&mut |ok, _| {
-            web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&ok, 50).unwrap();
-        });
-        wasm_bindgen_futures::JsFuture::from(tick).await.unwrap();
+        sleep_ms(50).await;
     }
     // The open also says this tab leads (`tab`): it holds the memory, no other tab does.
     let without_tab = phases().replace(r#","tab""#, "");
@@ -271,6 +270,50 @@ async fn a_long_message_is_stored_whole_in_several_windows() {
     wait(m.close()).await.unwrap();
 }
 
+/// A pasted document: `addMessages` embeds a few of its windows and resolves; the others follow in the background
+/// (told as `embedded`), and a reload in the middle goes on where it stopped.
+#[wasm_bindgen_test]
+async fn a_long_messages_other_windows_are_embedded_in_the_background_and_survive_a_reload() {
+    delete("t-backfill").await;
+    let m = open("t-backfill").await;
+    let document: String = (0..260)
+        .map(|i| format!("Section {i}: the audit of supplier {i} in Lyon found {} late deliveries. ", i * 3))
+        .collect();
+    let msgs =
+        serde_json::json!([{ "role": "user", "content": document }, { "role": "assistant", "content": "Noted." }]);
+    wait(m.add_messages(js(&msgs.to_string()), js(r#"{"session": "paste"}"#))).await.unwrap();
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!((num(&stats, "vectors"), num(&stats, "pendingEmbeddings")), (EMBED_NOW_WINDOWS as f64, 1.0));
+    let r = wait(m.recall("late deliveries of supplier 200".into(), js(r#"{"k": 1}"#))).await.unwrap();
+    assert_eq!(string(&r, "sessions.0.id"), "paste", "recallable at once");
+    // Closed before the background run is done (a reload): the next open finishes it.
+    wait(m.close()).await.unwrap();
+    let options = open_options("t-backfill", "wasm", "");
+    let record = js_sys::Function::new_with_args("e", "(globalThis.__embedded ||= []).push(e.phase + ':' + e.pending)");
+    js_sys::Reflect::set(&options, &"onProgress".into(), &record).unwrap();
+    let m = open_with(options).await.expect("reopen");
+    let mut stats = wait(m.stats()).await.unwrap();
+    for _ in 0..600 {
+        if num(&stats, "pendingEmbeddings") == 0.0 {
+            break;
+        }
+        sleep_ms(50).await;
+        stats = wait(m.stats()).await.unwrap();
+    }
+    assert_eq!(num(&stats, "pendingEmbeddings"), 0.0);
+    let text = format!("[user]: {document}\n[assistant]: Noted.");
+    let windows = wasm_embedder(Default::default()).await.windows(&text).len();
+    assert!(windows > 3 * EMBED_NOW_WINDOWS, "{windows}");
+    assert_eq!(num(&stats, "vectors"), windows as f64, "every window now");
+    let events = js_sys::JSON::stringify(&get(&js_sys::global(), "__embedded")).unwrap().as_string().unwrap();
+    assert!(events.contains(r#""embedded:0""#), "{events}");
+    wait(m.close()).await.unwrap();
+    let m = open("t-backfill").await;
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!((num(&stats, "vectors"), num(&stats, "pendingEmbeddings")), (windows as f64, 0.0), "kept");
+    wait(m.close()).await.unwrap();
+}
+
 #[wasm_bindgen_test]
 async fn a_database_of_another_model_is_refused() {
     delete("t-model").await;
@@ -282,6 +325,7 @@ async fn a_database_of_another_model_is_refused() {
         unit_mode: UnitMode::Pair,
         next_turn: 1,
         next_unit: 1,
+        embed_pending: Vec::new(),
     };
     store.write(WriteBatch { meta: Some(foreign), ..Default::default() }).await.unwrap();
     store.close();
@@ -323,6 +367,7 @@ async fn write_synthetic(store: &IdbStore, units: u32) {
             unit_mode: UnitMode::Pair,
             next_turn: 2 * units as u64 + 1,
             next_unit: units + 1,
+            embed_pending: Vec::new(),
         }),
         ..Default::default()
     };

@@ -70,6 +70,7 @@ async fn opening_100k_units_takes_a_bounded_number_of_requests() {
         unit_mode: UnitMode::Pair,
         next_turn: 2 * N as u64 + 1,
         next_unit: N + 1,
+        embed_pending: Vec::new(),
     };
     // Pair units as a chat stores them: two turns each, ten units per session.
     for start in (1..=N).step_by(5000) {
@@ -205,6 +206,7 @@ fn distill_batches() -> Vec<WriteBatch> {
         unit_mode: UnitMode::Pair,
         next_turn: 5,
         next_unit: 1,
+        embed_pending: Vec::new(),
     };
     let job = |id: u64, work: JobKind| Job {
         id,
@@ -571,6 +573,7 @@ fn canary_batches() -> Vec<WriteBatch> {
             unit_mode: UnitMode::Pair,
             next_turn: 16,
             next_unit: VECTOR_CHUNK + 2,
+            embed_pending: Vec::new(),
         }),
         sessions: vec![session(CANARY_SESSION)],
         turns,

@@ -5,7 +5,7 @@ mod common;
 
 use common::msg;
 
-use loci::memory::{Memory, MemoryConfig, RecallOptions};
+use loci::memory::{Memory, MemoryConfig, RecallOptions, EMBED_NOW_WINDOWS};
 use loci::recall::RecallMethod;
 use loci::store::{MemStore, Meta, Store, WriteBatch, SCHEMA_VERSION};
 use loci::types::{InputLimits, MessageInput, UnitMode};
@@ -161,6 +161,10 @@ fn real_chat_messages_are_stored_whole_and_empty_ones_skipped() {
     let stored = block_on(store.load()).unwrap();
     assert_eq!(stored.turns.iter().map(|t| t.text.chars().count()).max(), Some(50_000), "the document, whole");
     let rows = stored.units.iter().filter_map(|u| u.vectors.rows(loci::embed::DIM)).max().unwrap();
+    assert_eq!(rows, EMBED_NOW_WINDOWS, "a few windows at once, the rest in the background");
+    block_on(m.embed_pending()).unwrap();
+    let stored = block_on(store.load()).unwrap();
+    let rows = stored.units.iter().filter_map(|u| u.vectors.rows(loci::embed::DIM)).max().unwrap();
     // Its unit (the document paired with the question after it) holds one vector per window.
     assert!(rows >= windows && rows <= cap, "{rows} vectors for {windows} windows of the document alone");
     // Twice as long: still whole, and still at most the cap of windows.
@@ -221,6 +225,111 @@ fn a_long_message_is_stored_whole_and_embedded_in_windows() {
     assert_eq!(m.session_turns("s")[0].text, long);
 }
 
+/// A report of ~45 windows, the shape of a pasted document: each sentence names its section, so every window differs.
+fn report(sections: usize) -> String {
+    (0..sections)
+        .map(|i| {
+            format!(
+                "Section {i}: the audit of supplier {i} in Lyon found {} late deliveries and one open invoice. ",
+                i * 3
+            )
+        })
+        .collect::<Vec<_>>()
+        .concat()
+}
+
+/// The rows a unit of `text` gets when every window is embedded at once, as int8 (how the store keeps them).
+fn reference_rows(text: &str) -> (Vec<i8>, Vec<f32>) {
+    let mut e = common::embedder(Default::default());
+    let windows = block_on(e.embed(&[text])).unwrap();
+    let rows = loci::index::vectors::Rows::F32(windows.into_iter().flat_map(|w| w.vector).collect());
+    rows.to_int8(loci::embed::DIM)
+}
+
+fn stored_rows(store: &MemStore, unit: u32) -> Option<(Vec<i8>, Vec<f32>)> {
+    let snapshot = block_on(store.load()).unwrap().unblocked();
+    snapshot.units.iter().find(|u| u.unit.id == unit).map(|u| u.vectors.to_int8(loci::embed::DIM))
+}
+
+#[test]
+fn a_long_message_is_recallable_at_once_and_its_other_windows_follow_in_the_background() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    block_on(m.add_messages(&hiking(), Some("hike"), 0.0)).unwrap();
+    let document = report(260);
+    let text = format!("[Ana]: {document}\n[Ben]: Noted, thanks."); // the unit's text, as embedded
+    let windows = common::embedder(Default::default()).windows(&text).len();
+    assert!(windows > 3 * EMBED_NOW_WINDOWS, "{windows} windows");
+    let pasted = [msg("Ana", &document, "2023-06-02T10:00:00Z"), msg("Ben", "Noted, thanks.", "2023-06-02T10:01:00Z")];
+    block_on(m.add_messages(&pasted, Some("paste"), 0.0)).unwrap();
+    let unit = 3; // (0,1) and (2) of the hike, then the paste and its reply
+    let before = m.stats().vectors;
+    assert_eq!((m.pending_embeddings(), m.stats().pending_embeddings), (1, 1));
+    assert_eq!(stored_rows(&store, unit).map(|(_, s)| s.len()), Some(EMBED_NOW_WINDOWS), "a few windows now");
+    // Recallable at once: by its words, and by the windows already embedded.
+    let r = block_on(m.recall("late deliveries of supplier 200 in Lyon", RecallOptions { k: 1, ..Default::default() }));
+    assert_eq!(r.unwrap().sessions[0].id, "paste");
+
+    // A reload in the middle: the list is stored with the memory, and the new open goes on.
+    drop(m);
+    let mut m = open(store.clone(), MemoryConfig::default());
+    assert_eq!(m.pending_embeddings(), 1);
+    let first = block_on(m.embed_pending_step()).unwrap();
+    assert_eq!(first, 1, "one model call of windows, not all of them");
+    // The chat goes on between the calls.
+    block_on(m.add_messages(&cooking(), Some("bread"), 0.0)).unwrap();
+    let r = block_on(m.recall("What bread did Ben bake?", RecallOptions { k: 1, ..Default::default() })).unwrap();
+    assert_eq!(r.sessions[0].id, "bread");
+    let mut steps = 1;
+    while block_on(m.embed_pending_step()).unwrap() > 0 {
+        steps += 1;
+    }
+    let per_call = common::embedder(Default::default()).windows_per_call();
+    assert_eq!(steps + 1, windows.div_ceil(per_call), "one call a step; the last step commits");
+    assert_eq!(m.stats().pending_embeddings, 0);
+    assert_eq!(m.stats().vectors, before - EMBED_NOW_WINDOWS + windows + 1, "every window, and the bread's unit");
+    // The same vectors as embedding every window at once, and nothing left pending in the store.
+    assert_eq!(stored_rows(&store, unit), Some(reference_rows(&text)));
+    assert!(block_on(store.load()).unwrap().meta.unwrap().embed_pending.is_empty());
+    assert_eq!(block_on(m.embed_pending_step()).unwrap(), 0, "nothing more to do");
+    drop(m);
+    let m = open(store, MemoryConfig::default());
+    assert_eq!((m.pending_embeddings(), m.stats().vectors), (0, before - EMBED_NOW_WINDOWS + windows + 1));
+}
+
+#[test]
+fn a_pending_unit_replaced_or_forgotten_is_dropped_and_a_failed_write_keeps_it_pending() {
+    let store = MemStore::new();
+    let mut m = open(store.clone(), MemoryConfig::default());
+    let document = report(260); // more windows than one call takes
+                                // The paste alone: its unit waits for the reply, which reopens it as a new unit of both turns.
+    block_on(m.add_messages(&[msg("Ana", &document, "2023-06-02T10:00:00Z")], Some("paste"), 0.0)).unwrap();
+    assert_eq!(block_on(m.embed_pending_step()).unwrap(), 1);
+    block_on(m.add_messages(&[msg("Ben", "Noted.", "2023-06-02T10:01:00Z")], Some("paste"), 0.0)).unwrap();
+    let meta = block_on(store.load()).unwrap().meta.unwrap();
+    assert_eq!(meta.embed_pending, vec![2], "the reopened unit's place is the new unit's");
+    assert!(stored_rows(&store, 1).is_none());
+
+    // A write that fails (quota) loses nothing: the unit stays pending with the windows it had.
+    store.set_fail_writes(true);
+    let err = block_on(m.embed_pending()).unwrap_err();
+    assert_eq!(err.code(), "QUOTA_EXCEEDED");
+    assert_eq!(m.pending_embeddings(), 1);
+    assert_eq!(stored_rows(&store, 2).map(|(_, s)| s.len()), Some(EMBED_NOW_WINDOWS));
+    store.set_fail_writes(false);
+    block_on(m.embed_pending()).unwrap();
+    assert_eq!(stored_rows(&store, 2), Some(reference_rows(&format!("[Ana]: {document}\n[Ben]: Noted."))));
+
+    // Forgotten while pending: its turn comes, and it is dropped from the list.
+    block_on(m.add_messages(&[msg("Ana", &document, "2023-06-03T10:00:00Z")], Some("again"), 0.0)).unwrap();
+    assert_eq!(m.pending_embeddings(), 1);
+    block_on(m.forget_session("again")).unwrap();
+    assert_eq!(block_on(m.embed_pending_step()).unwrap(), 0);
+    assert!(block_on(store.load()).unwrap().meta.unwrap().embed_pending.is_empty());
+    let pair = format!("[Ana]: {document}\n[Ben]: Noted.");
+    assert_eq!(m.stats().vectors, common::embedder(Default::default()).windows(&pair).len(), "the paste's alone");
+}
+
 #[test]
 fn a_database_of_another_model_is_refused() {
     let store = MemStore::new();
@@ -231,6 +340,7 @@ fn a_database_of_another_model_is_refused() {
         unit_mode: UnitMode::Pair,
         next_turn: 1,
         next_unit: 1,
+        embed_pending: Vec::new(),
     };
     block_on(store.write(WriteBatch { meta: Some(foreign), ..Default::default() })).unwrap();
     let config = MemoryConfig::default();

@@ -59,8 +59,9 @@ async function refreshMeters() {
   const storage = stats.storage.usage === null ? "" : ` · storage ${(stats.storage.usage / 1e6).toFixed(1)} MB`;
   // Not persistent: the browser may evict the whole memory under storage pressure; offer to ask it not to.
   $("storage-warning").hidden = stats.storage.persisted !== false;
+  const pending = stats.pendingEmbeddings ? ` · embedding ${stats.pendingEmbeddings} long message(s) in the background` : "";
   $("meters").textContent = `embedding on ${stats.device} · LLM ${memory.hasLlm ? "on" : "off"} · ${calls} LLM calls, ` +
-    `${tokens} tokens${storage}`;
+    `${tokens} tokens${storage}${pending}`;
   $("stats").textContent = `${stats.sessions} sessions · ${stats.turns} turns · ${stats.units} units · ${stats.model}`;
   const list = $("sessions");
   list.replaceChildren();
@@ -311,6 +312,9 @@ async function main() {
       if (e.phase === "distill") return distillProgress(e);
       if (e.phase === "closed") return setStatus(`Memory closed: ${e.detail} Reload the page.`, true);
       if (e.phase === "indexed") return; // the lexical index, built after open; nothing to show
+      // A long message's other windows, embedded in the background after it was stored (it was recallable already).
+      if (e.phase === "embedded") return memory && refreshMeters();
+      if (e.phase === "embed") return setStatus(describeError(e.error), true);
       if (e.phase === "tab" && e.detail === "following") return; // told once open resolves
       if (e.phase === "tab") return memory && setStatus("The other tab closed: this one holds the memory now.");
       $("progress").value = phases.indexOf(e.phase) + 1;

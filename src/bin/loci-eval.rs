@@ -435,6 +435,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     .map_err(|e| format!("{} {}: {e}", corpus.id, session.id))?;
                 bar.inc(session.turns.len() as u64);
             }
+            // Long turns' other windows, which the product embeds in the background: every question sees them all.
+            block_on(memory.embed_pending()).map_err(|e| format!("{}: {e}", corpus.id))?;
             let stats = memory.stats();
             n_sessions += stats.sessions;
             n_units += stats.units;
@@ -1041,6 +1043,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     .collect();
                 block_on(memory.add_messages(&messages, Some(&format!("s{i}")), time)).map_err(|e| e.to_string())?;
             }
+            block_on(memory.embed_pending()).map_err(|e| e.to_string())?;
             let now = fixture_time(redteam::PLANT_DATE)? + 86_400_000.0;
             let mut options = loci::memory::AnswerOptions::default();
             options.prune.mode = loci::recall::prune::PruneMode::None;
@@ -1127,6 +1130,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             block_on(m.add_messages(&msgs, Some(&s.id), now)).map_err(|e| e.to_string())?;
             eprintln!("added {} ({} turns)", s.id, msgs.len());
         }
+        block_on(m.embed_pending()).map_err(|e| e.to_string())?;
         let report = distill_until_done(&mut m, &llm, now, started)?;
         let seconds = started.elapsed().as_secs_f64();
         let stats = m.stats();

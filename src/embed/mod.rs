@@ -211,15 +211,43 @@ impl<R: Runtime> Embedder<R> {
     }
 
     async fn embed_windows(&mut self, texts: &[&str], windows_per_text: usize) -> Result<Vec<WindowVector>> {
+        Ok(self.embed_some(texts, windows_per_text).await?.0)
+    }
+
+    /// Embeds at most `keep` windows of each text (spread over it, first and last included, as
+    /// [`max_windows`](EmbedConfig::max_windows) does), and says how many windows each text has in all (up to
+    /// that cap): a caller that keeps fewer now can embed the rest later ([`embed_token_windows`]).
+    ///
+    /// [`embed_token_windows`]: Self::embed_token_windows
+    pub async fn embed_some(&mut self, texts: &[&str], keep: usize) -> Result<(Vec<WindowVector>, Vec<usize>)> {
         let mut windows: Vec<(usize, u16, Vec<u32>)> = Vec::new();
+        let mut counts = Vec::with_capacity(texts.len());
         for (t, text) in texts.iter().enumerate() {
-            for (w, ids) in self.windows_at_most(text, windows_per_text).into_iter().enumerate() {
+            let all = self.windows_at_most(text, usize::MAX);
+            counts.push(all.len().min(self.config.max_windows));
+            for (w, ids) in spread(all, keep.min(self.config.max_windows)).into_iter().enumerate() {
                 windows.push((t, w as u16, ids));
             }
         }
+        let vectors = self.embed_token_windows(&windows.iter().map(|w| &w.2[..]).collect::<Vec<_>>()).await?;
+        let out =
+            windows.into_iter().zip(vectors).map(|((text, window, _), vector)| WindowVector { text, window, vector });
+        Ok((out.collect(), counts))
+    }
+
+    /// Windows one model call takes: the batch size, or fewer full windows where the runtime caps a call's tokens
+    /// ([`Runtime::tokens_per_call`]). The unit of work a background embedding holds the memory for.
+    pub fn windows_per_call(&self) -> usize {
+        let per = self.runtime.tokens_per_call().map_or(usize::MAX, |t| t / self.config.max_tokens);
+        per.clamp(1, self.config.batch_size)
+    }
+
+    /// Embeds token windows (each [CLS] … [SEP], as [`windows`](Self::windows) gives them): one vector each, in
+    /// order. Sorted by length and batched, so padding stays small.
+    pub async fn embed_token_windows(&mut self, windows: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
         let mut order: Vec<usize> = (0..windows.len()).collect();
-        order.sort_by_key(|&i| windows[i].2.len());
-        let lengths: Vec<usize> = order.iter().map(|&i| windows[i].2.len()).collect();
+        order.sort_by_key(|&i| windows[i].len());
+        let lengths: Vec<usize> = order.iter().map(|&i| windows[i].len()).collect();
         let mut vectors: Vec<Option<Vec<f32>>> = vec![None; windows.len()];
         let mut start = 0;
         for (n, end) in batch_ends(&lengths, self.config.batch_size, self.runtime.tokens_per_call()).enumerate() {
@@ -228,21 +256,14 @@ impl<R: Runtime> Embedder<R> {
             }
             let chunk = &order[start..end];
             start = end;
-            let batch = pad_batch(chunk.iter().map(|&i| windows[i].2.as_slice()), self.tokenizer.pad_id());
+            let batch = pad_batch(chunk.iter().map(|&i| windows[i]), self.tokenizer.pad_id());
             let hidden = self.runtime.last_hidden_state(&batch).await?;
             let pooled = mean_pool_normalize(&hidden, &batch.attention_mask, batch.rows, batch.seq, DIM)?;
             for (&i, v) in chunk.iter().zip(pooled) {
                 vectors[i] = Some(v);
             }
         }
-        windows
-            .into_iter()
-            .zip(vectors)
-            .map(|((text, window, _), v)| {
-                let vector = v.ok_or_else(|| Error::Embedder("a window was not embedded".into()))?;
-                Ok(WindowVector { text, window, vector })
-            })
-            .collect()
+        vectors.into_iter().map(|v| v.ok_or_else(|| Error::Embedder("a window was not embedded".into()))).collect()
     }
 
     /// One vector for a query: the mean of its window vectors, renormalised (a query is almost always one window).

@@ -611,7 +611,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .collect();
         let mut units = Vec::new();
         if !rest.is_empty() {
-            let text = rest.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n");
+            let text = super::unit_text(rest.iter().map(|t| t.unit_text()));
             let mut stored = StoredUnit {
                 unit: crate::types::Unit {
                     id: meta.next_unit,

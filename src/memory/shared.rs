@@ -135,6 +135,12 @@ impl<S: Store, R: Runtime> Shared<S, R> {
         Ok(JobStep::Ran(outcome))
     }
 
+    /// One model call of the background embedding of long texts ([`Memory::embed_pending_step`]), under the
+    /// lock; returns the units still pending.
+    pub async fn embed_pending_step(&self) -> Result<usize> {
+        self.lock().await?.embed_pending_step().await
+    }
+
     /// `flush()`'s first step (segment every buffer to the end), under the lock.
     pub async fn queue_last_windows(&self, now: TimeMs) -> Result<()> {
         self.lock().await?.queue_last_windows(now).await

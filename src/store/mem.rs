@@ -152,7 +152,15 @@ mod tests {
     #[test]
     fn int8_rows_load_in_one_block_that_splits_back() {
         let store = MemStore::new();
-        let meta = Meta { schema: 4, model: "m".into(), dim: 2, unit_mode: UnitMode::Pair, next_turn: 1, next_unit: 4 };
+        let meta = Meta {
+            schema: 4,
+            model: "m".into(),
+            dim: 2,
+            unit_mode: UnitMode::Pair,
+            next_turn: 1,
+            next_unit: 4,
+            embed_pending: Vec::new(),
+        };
         let units = vec![
             unit(1, Rows::Int8 { codes: vec![1, 2], scales: vec![0.5] }),
             unit(2, Rows::Int8 { codes: vec![3, 4, 5, 6], scales: vec![0.25, 0.75] }),

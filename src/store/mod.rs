@@ -48,6 +48,11 @@ pub struct Meta {
     pub unit_mode: UnitMode,
     pub next_turn: u64,
     pub next_unit: u32,
+    /// Units stored with only some of their windows embedded, oldest first: `addMessages` embeds a few windows of
+    /// a long text at once and the rest in the background ([`crate::memory::Memory::embed_pending_step`]), so a
+    /// reload in the middle resumes. Ids of units removed since are dropped when their turn comes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub embed_pending: Vec<u32>,
 }
 
 /// A unit with its vectors: one row of `dim` per window, as floats or int8.
@@ -285,6 +290,7 @@ pub fn synthetic_batch(
         unit_mode: UnitMode::Pair,
         next_turn: end as u64 * 2 + 1,
         next_unit: end + 1,
+        embed_pending: Vec::new(),
     });
     batch
 }

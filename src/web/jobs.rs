@@ -1,5 +1,5 @@
-//! Distillation in the background: the runner that takes due jobs one at a time through [`Shared`], and the timer
-//! it waits out backoffs on.
+//! Work in the background: the runner that takes due distillation jobs one at a time through [`Shared`], the timer
+//! it waits out backoffs on, and the one that embeds the rest of long texts.
 
 use super::*;
 
@@ -141,4 +141,56 @@ pub(super) async fn sleep(ms: f64, abort: &AbortSignal) -> Result<(), Error> {
     });
     let _ = JsFuture::from(promise).await;
     abort.check()
+}
+
+/// Embeds the windows of long texts that `addMessages` left for later ([`memory::EMBED_NOW_WINDOWS`]), one model
+/// call per hold of the memory, giving the page a turn between calls: a chat's `addMessages`, `recall` and
+/// `answer` wait at most for one call. Started after `addMessages` and `import`, and at open (a reload in the middle
+/// resumes). Tells `onProgress({ phase: "embedded", pending })` as each unit's vectors are complete, and
+/// `{ phase: "embed", error }` when a step fails (the unit stays pending for the next start). Only one runs per
+/// memory.
+#[derive(Clone)]
+pub(super) struct EmbedRunner {
+    pub(super) shared: Shared,
+    pub(super) on_progress: Option<Function>,
+    pub(super) running: Rc<std::cell::Cell<bool>>,
+}
+
+impl EmbedRunner {
+    pub(super) fn new(shared: Shared, on_progress: Option<Function>) -> Self {
+        EmbedRunner { shared, on_progress, running: Default::default() }
+    }
+
+    pub(super) fn start(&self) {
+        if self.running.get() || self.shared.is_closed() {
+            return;
+        }
+        self.running.set(true);
+        let me = self.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let mut before = None;
+            loop {
+                match me.shared.embed_pending_step().await {
+                    Ok(pending) => {
+                        if before.is_some_and(|b| pending < b) {
+                            progress_with(&me.on_progress, "embedded", None, &[("pending", (pending as u32).into())]);
+                        }
+                        if pending == 0 {
+                            break;
+                        }
+                        before = Some(pending);
+                    }
+                    Err(Error::Closed) => break,
+                    Err(e) => {
+                        progress_with(&me.on_progress, "embed", None, &[("error", js_error(e))]);
+                        break;
+                    }
+                }
+                if sleep(0.0, me.shared.closing()).await.is_err() {
+                    break;
+                }
+            }
+            me.running.set(false);
+        });
+    }
 }

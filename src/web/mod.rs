@@ -83,6 +83,8 @@ pub(crate) struct Leader {
     /// Whether the memory was opened with `distill` (routes recall and answer, see the module docs).
     distill: bool,
     jobs: JobRunner,
+    /// Embeds the rest of long texts in the background.
+    embeds: EmbedRunner,
 }
 
 /// Encodes items that carry a `vector` (episodes, facts, scored ones) without it: vectors stay inside loci.
@@ -149,6 +151,7 @@ impl Leader {
     pub fn add_messages(&self, messages: JsValue, options: JsValue) -> Promise {
         let shared = self.shared.clone();
         let jobs = self.jobs.clone();
+        let embeds = self.embeds.clone();
         spawn(async move {
             if !js_sys::Array::is_array(&messages) {
                 return Err(Error::invalid(
@@ -166,6 +169,7 @@ impl Leader {
             let report = core.add_messages(&messages, opts.session.as_deref(), js_sys::Date::now()).await?;
             drop(core);
             jobs.start(); // distillation of a full window goes on after this call resolves
+            embeds.start(); // and the embedding of a long text's other windows
             to_js(&report).map_err(|_| Error::invalid("encoding the report"))
         })
     }
@@ -297,13 +301,17 @@ impl Leader {
 
     pub fn import(&self, document: JsValue) -> Promise {
         let shared = self.shared.clone();
+        let embeds = self.embeds.clone();
         spawn(async move {
             let doc: memory::Export = match document.as_string() {
                 Some(text) => serde_json::from_str(&text).map_err(|e| Error::invalid(format!("import: {e}")))?,
                 None => from_js(document, "import")?,
             };
             let mut core = shared.lock().await?;
-            let report = core.import(&doc, js_sys::Date::now(), |_, _| {}).await?;
+            let report = core.import(&doc, js_sys::Date::now(), |_, _| {}).await;
+            drop(core);
+            embeds.start(); // also after a failure: what was imported before it stays
+            let report = report?;
             to_js(&report).map_err(|_| Error::invalid("encoding the report"))
         })
     }

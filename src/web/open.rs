@@ -299,6 +299,8 @@ pub(super) async fn open_inner(
             let jobs = JobRunner::new(shared.clone(), llm.clone(), progress_callback.clone(), auto_run);
             jobs.start(); // work queued before a reload resumes
             wasm_bindgen_futures::spawn_local(index_in_slices(shared.clone(), progress_callback.clone()));
+            let embeds = EmbedRunner::new(shared.clone(), progress_callback.clone());
+            embeds.start(); // long texts a reload interrupted
             let leader = Leader {
                 shared,
                 name: opts.name,
@@ -309,6 +311,7 @@ pub(super) async fn open_inner(
                 on_progress: progress_callback,
                 distill: distill.is_some(),
                 jobs,
+                embeds,
             };
             Ok((leader, server))
         }

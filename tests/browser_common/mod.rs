@@ -114,3 +114,11 @@ pub struct Item {
 pub struct Reference {
     pub items: Vec<Item>,
 }
+
+/// Resolves after `ms` milliseconds (a timer: the page's other tasks run meanwhile).
+pub async fn sleep_ms(ms: i32) {
+    let tick = js_sys::Promise::new(&mut |ok, _| {
+        web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&ok, ms).unwrap();
+    });
+    wasm_bindgen_futures::JsFuture::from(tick).await.unwrap();
+}
