@@ -5,6 +5,8 @@
 //   already stored unchanged.
 // - The connection is closed under the memory (every IDBDatabase the page opened is closed from outside): the
 //   next write opens a fresh connection and commits.
+// - The write that ends a pasted document's background embedding aborts: told through onProgress, the document
+//   stays pending and recallable, and the next addMessages completes it.
 //
 //   node tests/reliability/faults.test.mjs [--json PATH]
 import { persistentBrowser } from "../../bench/local-browser.mjs";
@@ -74,6 +76,69 @@ async function quotaScenario() {
     await ctx.close().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The write that ends a background embedding aborts. `addMessages` of a pasted document resolves with a few of its
+ * windows embedded; the rest are embedded in the background and committed in one write, which the armed fault
+ * aborts: the page hears `{ phase: "embed", error }` (STORAGE_FAILED), the document stays recallable with the windows
+ * it had and stays pending, and the next `addMessages` starts the background run again, which completes; a reopen
+ * finds every window.
+ */
+async function backgroundEmbedScenario(page) {
+  await page.evaluate(() => window.reliability.open("faults-embed", {
+    onProgress: (e) => { if (e.phase === "embed" || e.phase === "embedded") (window.embedEvents ||= []).push(e); },
+  }));
+  const document = Array.from({ length: 260 }, (_, i) =>
+    `Section ${i}: the audit of supplier ${i} in Lyon found ${i * 3} late deliveries.`).join(" ");
+  const stats = () => page.evaluate(() => window.memory.stats());
+  await page.evaluate(async (text) => {
+    await window.memory.addMessages([{ role: "user", content: text }, { role: "assistant", content: "Noted." }],
+      { session: "paste" });
+    // Armed once addMessages resolved: the next put is the background run's, which writes only when it is done.
+    const put = IDBObjectStore.prototype.put;
+    window.restorePut = () => { IDBObjectStore.prototype.put = put; };
+    IDBObjectStore.prototype.put = function (...args) {
+      const request = put.apply(this, args);
+      window.restorePut();
+      this.transaction.abort();
+      return request;
+    };
+  }, document);
+  report.faults_injected++;
+  const first = await stats();
+  assert.equal(first.pendingEmbeddings, 1, "a few windows now, the rest in the background");
+  const error = await page.evaluate(async () => {
+    for (let i = 0; i < 1200 && !(window.embedEvents ?? []).some((e) => e.phase === "embed"); i++) {
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    return (window.embedEvents ?? []).find((e) => e.phase === "embed")?.error?.code ?? null;
+  });
+  await page.evaluate(() => window.restorePut());
+  console.log(`the background embedding's write aborts: ${error}`);
+  assert.equal(error, "STORAGE_FAILED", "told through onProgress, typed");
+  report.faults_typed++;
+  const during = await stats();
+  assert.deepEqual([during.pendingEmbeddings, during.vectors], [1, first.vectors], "still pending, nothing lost");
+  const hit = await page.evaluate(() => window.memory.recall("late deliveries of supplier 200", { k: 1 }));
+  assert.equal(hit.sessions[0].id, "paste", "recallable meanwhile");
+  await page.evaluate(() => window.memory.addMessages([{ role: "user", content: "And the invoices?" }], { session: "paste" }));
+  const done = await page.evaluate(async () => {
+    let s = await window.memory.stats();
+    for (let i = 0; i < 1200 && s.pendingEmbeddings > 0; i++) {
+      await new Promise((ok) => setTimeout(ok, 50));
+      s = await window.memory.stats();
+    }
+    return s;
+  });
+  assert.equal(done.pendingEmbeddings, 0, "the next addMessages started it again, and it completed");
+  assert.ok(done.vectors > first.vectors + 10, `every window: ${first.vectors} → ${done.vectors}`);
+  await page.evaluate(() => window.reliability.close());
+  await page.evaluate(() => window.reliability.open("faults-embed"));
+  const reopened = await stats();
+  assert.deepEqual([reopened.pendingEmbeddings, reopened.vectors], [0, done.vectors], "a reopen finds them all");
+  await page.evaluate(() => window.reliability.close());
+  report.faults_recovered++;
 }
 
 let failed = false;
@@ -150,6 +215,7 @@ try {
   await page.evaluate(() => window.reliability.open("faults"));
   assert.deepEqual(await snapshot(), live, "a reopen finds exactly the acknowledged writes");
   await page.evaluate(() => window.reliability.close());
+  await backgroundEmbedScenario(page);
   await quotaScenario();
   console.log("storage faults: ok");
 } catch (e) {
