@@ -39,7 +39,9 @@ const LEXICAL_SAVE_MIN: usize = 1_000;
 /// Windows of a unit's text `addMessages` embeds before it resolves; a longer text (over ~900 tokens, ~3,500
 /// characters: a pasted document) gets this many spread over it at once, stored and recallable, and the rest in the
 /// background ([`Memory::embed_pending_step`]). A 40,000-character paste is ~45 windows, ~11 s of model calls in
-/// the page: the chat would wait on all of them, where these take one or two calls.
+/// the page: the chat would wait on all of them, where these take one or two calls. The background embeds every
+/// window again, these included (~9% more model time for that paste), so that the vectors it ends with are those of
+/// embedding the whole text at once: which of a unit's rows came from where is not kept.
 pub const EMBED_NOW_WINDOWS: usize = 4;
 
 /// Options fixed when a memory is opened.
