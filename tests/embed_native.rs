@@ -144,3 +144,40 @@ fn a_long_query_is_embedded_as_a_few_windows() {
     let short = pollster::block_on(e.embed_query("When was the kitchen repainted?")).unwrap();
     assert!(common::cosine(&query, &short) > 0.3, "still about the report: {}", common::cosine(&query, &short));
 }
+
+/// What `addMessages` and its background run ask of the embedder: a few windows of a long text now, with each text's
+/// whole window count, then the others a call at a time; the windows embedded either way are the same vectors.
+#[test]
+fn some_windows_now_and_the_rest_a_call_at_a_time_give_the_same_vectors() {
+    let calls = Rc::new(RefCell::new(Calls::default()));
+    let mut e = common::embedder_around(EmbedConfig::default(), |inner| OnPageThread { inner, calls: calls.clone() });
+    let mut free = common::embedder(EmbedConfig::default());
+    let report = pasted_report(300);
+    let windows = e.windows(&report);
+    assert!(windows.len() > 12, "{} windows", windows.len());
+    let (now, counts) = pollster::block_on(e.embed_some(&[&report, "a short turn"], 4)).unwrap();
+    assert_eq!(counts, vec![windows.len(), 1]);
+    assert_eq!(now.iter().filter(|w| w.text == 0).count(), 4);
+    assert_eq!(now.iter().filter(|w| w.text == 1).count(), 1);
+    // 512 tokens a call on the page's thread: two full windows.
+    assert_eq!(e.windows_per_call(), 2);
+    assert_eq!(free.windows_per_call(), EmbedConfig::default().batch_size);
+    let all = pollster::block_on(free.embed(&[&report])).unwrap();
+    let mut rest = Vec::new();
+    for call in windows.chunks(e.windows_per_call()) {
+        let before = calls.borrow().shapes.len();
+        rest.extend(
+            pollster::block_on(e.embed_token_windows(&call.iter().map(|w| &w[..]).collect::<Vec<_>>())).unwrap(),
+        );
+        assert_eq!(calls.borrow().shapes.len(), before + 1, "one model call");
+    }
+    assert_eq!(rest.len(), all.len());
+    for (a, b) in rest.iter().zip(&all) {
+        assert!(common::cosine(a, &b.vector) > 0.99999);
+    }
+    // The windows embedded now are among them: the first and the last, and two spread between.
+    let first = &now.iter().find(|w| w.text == 0).unwrap().vector;
+    assert!(common::cosine(first, &all[0].vector) > 0.99999);
+    let last = &now.iter().rfind(|w| w.text == 0).unwrap().vector;
+    assert!(common::cosine(last, &all[all.len() - 1].vector) > 0.99999);
+}
