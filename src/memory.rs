@@ -721,11 +721,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             self.backfill = None;
             let Some(unit) = self.units.get(&id) else {
                 // Removed since (forgotten, or replaced by the unit a later message completed).
-                let mut meta = self.meta.clone();
-                meta.embed_pending.remove(0);
-                self.store.write(WriteBatch { meta: Some(meta.clone()), ..Default::default() }).await?;
-                self.meta = meta;
-                return Ok(self.meta.embed_pending.len());
+                return self.drop_pending_head().await;
             };
             let text = unit_text(unit.turn_ids.iter().filter_map(|t| self.turns.get(t)).map(|t| t.unit_text()));
             let windows = self.embedder.windows(&text);
@@ -741,8 +737,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Ok(self.meta.embed_pending.len());
         }
         let b = self.backfill.take().expect("set above");
-        let Some(unit) = self.units.get(&id) else { return Ok(self.meta.embed_pending.len()) };
-        let Some(session) = self.sessions.get(unit.session as usize) else { return Ok(self.meta.embed_pending.len()) };
+        let unit = self.units.get(&id);
+        let Some((unit, session)) = unit.and_then(|u| Some((u, self.sessions.get(u.session as usize)?))) else {
+            return self.drop_pending_head().await;
+        };
         let (n, unit) = (unit.session, unit.to_unit(&session.id));
         let vectors = crate::index::vectors::Rows::F32(b.vectors.concat());
         let mut meta = self.meta.clone();
@@ -754,6 +752,15 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.meta = meta;
         self.vectors.remove(id);
         self.vectors.push(id, n, &stored.vectors);
+        Ok(self.meta.embed_pending.len())
+    }
+
+    /// Takes the oldest unit off the pending list (it is gone), in the store first.
+    async fn drop_pending_head(&mut self) -> Result<usize> {
+        let mut meta = self.meta.clone();
+        meta.embed_pending.remove(0);
+        self.store.write(WriteBatch { meta: Some(meta.clone()), ..Default::default() }).await?;
+        self.meta = meta;
         Ok(self.meta.embed_pending.len())
     }
 
