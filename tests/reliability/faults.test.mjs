@@ -27,6 +27,18 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const context = await persistentBrowser(profile);
 const report = { faults_injected: 0, faults_typed: 0, faults_recovered: 0 };
 
+/** In the page: the next `put` aborts its transaction half-way, once (`window.restorePut()` disarms it). */
+function abortTheNextPut() {
+  const put = IDBObjectStore.prototype.put;
+  window.restorePut = () => { IDBObjectStore.prototype.put = put; };
+  IDBObjectStore.prototype.put = function (...args) {
+    const request = put.apply(this, args);
+    window.restorePut();
+    this.transaction.abort();
+    return request;
+  };
+}
+
 /**
  * The quota runs out. Chromium reads an origin's quota when its IndexedDB is first used in a browser session (an
  * override set later is not seen), so this runs in a browser of its own: the quota is set before the memory
@@ -95,16 +107,10 @@ async function backgroundEmbedScenario(page) {
   await page.evaluate(async (text) => {
     await window.memory.addMessages([{ role: "user", content: text }, { role: "assistant", content: "Noted." }],
       { session: "paste" });
-    // Armed once addMessages resolved: the next put is the background run's, which writes only when it is done.
-    const put = IDBObjectStore.prototype.put;
-    window.restorePut = () => { IDBObjectStore.prototype.put = put; };
-    IDBObjectStore.prototype.put = function (...args) {
-      const request = put.apply(this, args);
-      window.restorePut();
-      this.transaction.abort();
-      return request;
-    };
   }, document);
+  // Armed once addMessages resolved: the next put is the background run's, which writes only when it is done
+  // (after ~45 model calls).
+  await page.evaluate(abortTheNextPut);
   report.faults_injected++;
   const first = await stats();
   assert.equal(first.pendingEmbeddings, 1, "a few windows now, the rest in the background");
@@ -194,16 +200,8 @@ try {
     report.faults_recovered++;
   };
 
-  await check("a write transaction aborts", () => page.evaluate(() => {
-    const put = IDBObjectStore.prototype.put;
-    window.restorePut = () => { IDBObjectStore.prototype.put = put; };
-    IDBObjectStore.prototype.put = function (...args) {
-      const request = put.apply(this, args);
-      window.restorePut();
-      this.transaction.abort();
-      return request;
-    };
-  }), () => page.evaluate(() => window.restorePut()), "STORAGE_FAILED");
+  await check("a write transaction aborts", () => page.evaluate(abortTheNextPut),
+    () => page.evaluate(() => window.restorePut()), "STORAGE_FAILED");
 
   await check("the connection is closed under the memory", () => page.evaluate(() => {
     for (const c of window.connections) c.close();
