@@ -157,8 +157,8 @@ export interface ProgressEvent {
    * `stats().quarantined`); the rest opened.
    * `"tab"`: `detail` `"following"` (another tab holds the memory; calls are forwarded to it) or `"leading"`
    * (this tab holds it: at open, or when the tab it followed went).
-   * `"embedded"`: a long message's other windows are embedded and recall uses them all (`pending`: units still
-   * waiting). `addMessages` embeds a few windows of a long text (over ~3,500 characters) before it resolves and
+   * `"embedded"`: a long message's other windows are embedded and recall uses them all, or the message was
+   * forgotten before they were (`pending`: units still waiting). `addMessages` embeds a few windows of a long text (over ~3,500 characters) before it resolves and
    * the rest in the background, a model call at a time. `"embed"` with `error`: that background run stopped (the
    * unit stays pending; the next `addMessages`, or the next open, goes on). */
   phase: "tokenizer" | "model" | "runtime" | "storage" | "quarantined" | "ready" | "indexed" | "closed" | "tab"

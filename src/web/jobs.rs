@@ -146,7 +146,8 @@ pub(super) async fn sleep(ms: f64, abort: &AbortSignal) -> Result<(), Error> {
 /// Embeds the windows of long texts that `addMessages` left for later ([`memory::EMBED_NOW_WINDOWS`]), one model
 /// call per hold of the memory, giving the page a turn between calls: a chat's `addMessages`, `recall` and
 /// `answer` wait at most for one call. Started after `addMessages` and `import`, and at open (a reload in the middle
-/// resumes). Tells `onProgress({ phase: "embedded", pending })` as each unit's vectors are complete, and
+/// resumes). Tells `onProgress({ phase: "embedded", pending })` as each unit leaves the list (its vectors complete,
+/// or it was forgotten meanwhile), and
 /// `{ phase: "embed", error }` when a step fails (the unit stays pending for the next start). Only one runs per
 /// memory.
 #[derive(Clone)]
