@@ -20,7 +20,9 @@ export interface OpenOptions {
    * `recall()` and `answer()` combine sessions, episodes and facts unless `prune` is given.
    */
   distill?: boolean | DistillOptions;
-  /** Open phases, one `{ phase: "distill", … }` event per distillation job run, and a background run's error. */
+  /** Open phases, one `{ phase: "distill", … }` event per distillation job run, and a background run's error. The
+   * background phases (`"distill"`, `"embedded"`, `"embed"`) happen in the tab that leads, and every tab following
+   * it hears them too (with `error` as a `LociError`). */
   onProgress?: (event: ProgressEvent | DistillProgressEvent) => void;
   /**
    * Encryption at rest (off by default): every record is sealed with AES-256-GCM (WebCrypto). A new memory opened

@@ -323,6 +323,13 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     let options = r#"{"window": 6, "backoffMs": 20, "maxBackoffMs": 100}"#;
     let reopen = || open_with(distill_options("t-distill-background", options, true));
     let m = reopen().await.unwrap();
+    // A second tab on the memory, with a listener of its own: the jobs run in the leader, and it hears them too.
+    let follower_options = distill_options("t-distill-background", options, true);
+    let record =
+        Function::new_with_args("e", "if (e.phase === 'distill') { (globalThis.__followerDistill ||= []).push(e); }");
+    Reflect::set(&follower_options, &"onProgress".into(), &record).unwrap();
+    let follower = open_with(follower_options).await.unwrap();
+    assert!(!follower.is_leader());
     let events_before = distill_events();
     let (first, msgs) = &conv.sessions[0];
     add(&m, first, msgs).await;
@@ -330,7 +337,23 @@ async fn jobs_run_in_the_background_through_an_outage_and_a_reopen() {
     let stats = until_no_jobs(&m, 60).await;
     assert!(num(&stats, "distill.episodes") > 0.0, "episodes were made in the background");
     assert!(num(&stats, "distill.pendingTurns") < 6.0, "only an unfilled window waits for more turns");
-    assert!(distill_events() > events_before, "background jobs are reported to onProgress");
+    let heard_here = distill_events() - events_before;
+    assert!(heard_here > 0, "background jobs are reported to onProgress");
+    let heard_there = || {
+        let events = Reflect::get(&js_sys::global(), &"__followerDistill".into()).unwrap_or(JsValue::UNDEFINED);
+        events.dyn_into::<Array>().map(|a| a.length()).unwrap_or(0)
+    };
+    for _ in 0..40 {
+        if heard_there() >= heard_here {
+            break;
+        }
+        sleep_ms(50).await; // the channel delivers in its own task
+    }
+    assert_eq!(heard_there(), heard_here, "the follower hears each of the leader's jobs");
+    let last = Reflect::get(&js_sys::global(), &"__followerDistill".into()).unwrap();
+    let last = last.unchecked_into::<Array>().get(heard_here - 1);
+    assert_eq!(num(&last, "episodes"), num(&stats, "distill.episodes"), "with the same counts");
+    wait(follower.close()).await.unwrap(); // else it would lead once `m` closes below
 
     // An outage: the next windows fail (more than the client retries); the runner waits out the backoff and goes on.
     script(r#"[{"status": 500, "times": 4}, {"status": 503, "times": 2}]"#).await;

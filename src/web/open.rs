@@ -275,7 +275,8 @@ pub(super) async fn open_inner(
 
     let release_lock = lock_memory(&opts.name, granted).await?;
     let server = tabs::TabServer::new(&tabs::channel_name(&opts.name));
-    let progress_callback = on_progress.clone();
+    // What the leader's background work reports reaches the followers' onProgress too (the relay picks the phases).
+    let progress_callback = Some(server.progress_relay(&on_progress.clone().map_or(JsValue::NULL, JsValue::from)));
     let fail = |e: Error, release_lock: &Function| {
         server.close(e.code(), &e.to_string());
         let _ = release_lock.call0(&JsValue::NULL);

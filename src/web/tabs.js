@@ -11,6 +11,8 @@
 //   abort  (follower → leader)  { to, id }: the caller's signal fired
 //   text   (leader → follower)  { to, id, text }: what the call's `onText` hears (`streamed` calls)
 //   reply  (leader → follower)  { to, id, ok, value | error: { code, message } }
+//   progress (leader → all)     { event }: a background phase the leader's `onProgress` heard (RELAYED_PHASES), its
+//                               `error` as { code, message }
 
 function lociError(code, message) {
   const error = new Error(message);
@@ -25,6 +27,10 @@ function plainError(error) {
   }
   return { code: "INTERNAL", message: String(error) };
 }
+
+// The `onProgress` phases of work that runs in the leader alone (distillation jobs, the background embedding of long
+// messages) and that every tab of the memory wants to show; the others (open, tab role, closing) are the tab's own.
+const RELAYED_PHASES = new Set(["distill", "embedded", "embed"]);
 
 function newId() {
   return globalThis.crypto.randomUUID();
@@ -83,6 +89,26 @@ export class TabServer {
 
   announce() {
     this.channel.postMessage({ t: "leader", from: this.id });
+  }
+
+  /** The `onProgress` the leader's memory reports to: calls the app's own `onProgress` (if any) here, and sends the
+   * background phases to the followers, whose own `onProgress` hears them (see `TabClient.hearProgress`). */
+  progressRelay(onProgress) {
+    return (event) => {
+      try {
+        if (typeof onProgress === "function") onProgress(event);
+      } finally {
+        if (!this.closed && event && typeof event === "object" && RELAYED_PHASES.has(event.phase)) {
+          const sent = { ...event };
+          if (sent.error != null) sent.error = plainError(sent.error); // its `code` would not survive the clone
+          try {
+            this.channel.postMessage({ t: "progress", from: this.id, event: sent });
+          } catch {
+            // not cloneable: the followers miss one event, the leader has heard it
+          }
+        }
+      }
+    };
   }
 
   serve(dispatch) {
@@ -163,7 +189,13 @@ export class TabClient {
     this.pending = new Map();
     this.waiting = [];
     this.closedError = null;
+    this.onProgress = null;
     this.channel.onmessage = (event) => this.receive(event.data);
+  }
+
+  /** Calls `onProgress` with the background phases the leader reports (distillation, background embedding). */
+  hearProgress(onProgress) {
+    this.onProgress = typeof onProgress === "function" ? onProgress : null;
   }
 
   /** Resolves once a leader has answered; rejects with `BLOCKED_BY_OTHER_TAB` if none does within `timeoutMs`
@@ -197,6 +229,14 @@ export class TabClient {
       const waiting = this.waiting;
       this.waiting = [];
       for (const wake of waiting) wake();
+    } else if (message.t === "progress" && message.from === this.leader && this.onProgress) {
+      const event = { ...message.event };
+      if (event.error != null) event.error = lociError(event.error.code || "INTERNAL", event.error.message || "");
+      try {
+        this.onProgress(event);
+      } catch {
+        // the app's listener failing is its own bug, as in the leader
+      }
     } else if (message.t === "text" && message.to === this.id) {
       const call = this.pending.get(message.id);
       if (call && call.onText) {

@@ -6,7 +6,8 @@
 //! in the leader only, so every job runs once. The messaging itself is plain JS (`tabs.js`).
 //!
 //! Calls a follower forwards run with the leader's settings (its `llm`, `distill`, `onProgress`): tabs of one app
-//! open a memory with the same options. A follower's own options are kept for the day it leads.
+//! open a memory with the same options. A follower's own options are kept for the day it leads. The background work
+//! the leader reports (`onProgress` phases `distill`, `embedded`, `embed`) reaches every follower's `onProgress` too.
 
 use futures::future::{FutureExt, LocalBoxFuture, Shared as SharedFuture};
 
@@ -37,6 +38,9 @@ extern "C" {
     fn serve(this: &TabServer, dispatch: &Function);
     #[wasm_bindgen(method)]
     pub(super) fn close(this: &TabServer, code: &str, message: &str);
+    /// The `onProgress` of the leader's memory: `on_progress` here, and the background phases sent to the followers.
+    #[wasm_bindgen(method, js_name = progressRelay)]
+    pub(super) fn progress_relay(this: &TabServer, on_progress: &JsValue) -> Function;
 
     /// A follower's end of the channel.
     #[derive(Clone)]
@@ -49,6 +53,9 @@ extern "C" {
     fn call(this: &TabClient, method: &str, args: &js_sys::Array) -> Promise;
     #[wasm_bindgen(method, js_name = leaderGone)]
     fn leader_gone(this: &TabClient);
+    /// Calls `on_progress` with the background phases the leader reports.
+    #[wasm_bindgen(method, js_name = hearProgress)]
+    fn hear_progress(this: &TabClient, on_progress: &JsValue);
     #[wasm_bindgen(method)]
     fn close(this: &TabClient);
 }
@@ -185,6 +192,8 @@ async fn follow(options: JsValue) -> Result<Memory, JsValue> {
     let encryption = parse_encryption(&options).map_err(js_error)?;
     IdbStore::check_key(&name, encryption.as_ref()).await.map_err(js_error)?;
     let client = TabClient::new(&channel_name(&name));
+    // The leader's distillation and background embedding are this memory's too: its onProgress hears them.
+    client.hear_progress(&on_progress_of(&options).map_or(JsValue::NULL, JsValue::from));
     let waiter = LockWaiter::new(&IdbStore::database_name(&name));
     let ready = JsFuture::from(client.ready(LEADER_ANSWER_MS));
     let turn = JsFuture::from(waiter.granted());

@@ -5,8 +5,8 @@
 //   already stored unchanged.
 // - The connection is closed under the memory (every IDBDatabase the page opened is closed from outside): the
 //   next write opens a fresh connection and commits.
-// - The write that ends a pasted document's background embedding aborts: told through onProgress, the document
-//   stays pending and recallable, and the next addMessages completes it.
+// - The write that ends a pasted document's background embedding aborts: told through onProgress (in the leader and
+//   in a follower tab), the document stays pending and recallable, and the next addMessages completes it.
 //
 //   node tests/reliability/faults.test.mjs [--json PATH]
 import { persistentBrowser } from "../../bench/local-browser.mjs";
@@ -101,11 +101,16 @@ async function backgroundEmbedScenario(page) {
   await page.evaluate(() => window.reliability.open("faults-embed", {
     onProgress: (e) => { if (e.phase === "embed" || e.phase === "embedded") (window.embedEvents ||= []).push(e); },
   }));
+  // A second tab on the memory: the paste is sent from it, and it hears the leader's background run too.
+  const leads = await page.evaluate(() => window.reliability.follow("faults-embed", {
+    onProgress: (e) => (window.followerEvents ||= []).push(e),
+  }));
+  assert.equal(leads, false, "the second opener follows");
   const document = Array.from({ length: 260 }, (_, i) =>
     `Section ${i}: the audit of supplier ${i} in Lyon found ${i * 3} late deliveries.`).join(" ");
   const stats = () => page.evaluate(() => window.memory.stats());
   await page.evaluate(async (text) => {
-    await window.memory.addMessages([{ role: "user", content: text }, { role: "assistant", content: "Noted." }],
+    await window.follower.addMessages([{ role: "user", content: text }, { role: "assistant", content: "Noted." }],
       { session: "paste" });
   }, document);
   // Armed once addMessages resolved: the next put is the background run's, which writes only when it is done
@@ -123,6 +128,14 @@ async function backgroundEmbedScenario(page) {
   await page.evaluate(() => window.restorePut());
   console.log(`the background embedding's write aborts: ${error}`);
   assert.equal(error, "STORAGE_FAILED", "told through onProgress, typed");
+  const heard = await page.evaluate(async () => {
+    for (let i = 0; i < 100 && !(window.followerEvents ?? []).some((e) => e.phase === "embed"); i++) {
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    const e = (window.followerEvents ?? []).find((e) => e.phase === "embed");
+    return e ? { code: e.error?.code, error: e.error instanceof Error } : null;
+  });
+  assert.deepEqual(heard, { code: "STORAGE_FAILED", error: true }, "the follower hears it too, as a typed error");
   report.faults_typed++;
   const during = await stats();
   assert.deepEqual([during.pendingEmbeddings, during.vectors], [1, first.vectors], "still pending, nothing lost");
@@ -139,6 +152,16 @@ async function backgroundEmbedScenario(page) {
   });
   assert.equal(done.pendingEmbeddings, 0, "the next addMessages started it again, and it completed");
   assert.ok(done.vectors > first.vectors + 10, `every window: ${first.vectors} → ${done.vectors}`);
+  const followerHeard = await page.evaluate(async () => {
+    for (let i = 0; i < 100 && !(window.followerEvents ?? []).some((e) => e.phase === "embedded"); i++) {
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    return window.followerEvents.map((e) => e.phase + (e.phase === "tab" ? `:${e.detail}` : "") +
+      (e.pending !== undefined ? `:${e.pending}` : ""));
+  });
+  // Its own role, then only the leader's background phases (not the leader's open or role).
+  assert.deepEqual(followerHeard, ["tab:following", "embed", "embedded:0"], "what the follower heard");
+  await page.evaluate(() => window.follower.close());
   await page.evaluate(() => window.reliability.close());
   await page.evaluate(() => window.reliability.open("faults-embed"));
   const reopened = await stats();

@@ -60,4 +60,9 @@ window.reliability = {
   async close() {
     await window.memory.close();
   },
+  /** A second opener of memory `name` in this page (as another tab would be): it follows `window.memory`. */
+  async follow(name, options = {}) {
+    window.follower = await Memory.open({ name, embedder, ...options });
+    return window.follower.isLeader;
+  },
 };
