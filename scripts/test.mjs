@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: sets up (idempotent), then runs every test: native (cargo test), then the browser suites in headless
-// Chromium (wasm-bindgen-test), the WebGPU suite with its own Chromium flags.
+// `npm test`: sets up (idempotent), then runs every test: native (cargo test's binaries, the package built beside
+// them), then the browser suites in headless Chromium (wasm-bindgen-test; the WebGPU suite with its own Chromium
+// flags) with the real-model smoke test beside them, then the demo, the package, encryption and reliability. On 2 cores
+// each pair shares the machine: one side of it runs on about one core.
 import { spawn, spawnSync } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -21,6 +23,32 @@ const step = async (title, cmd, args, env = {}) => {
   console.log(`=== ${title}: ${status === 0 ? "ok" : "FAILED"} (${seconds(started)} s)`);
   if (status !== 0) process.exit(status ?? 1);
 };
+
+/** Builds the native test targets `args` (`cargo test --no-run`, its diagnostics shown) and returns their binaries,
+ * as `[{ name, kind, executable }]` in cargo's order. */
+function testBinaries(args) {
+  const built = spawnSync("cargo", ["test", "--no-run", "--message-format=json-render-diagnostics", ...args],
+    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
+  if (built.status !== 0) return null;
+  return built.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
+    .filter((m) => m.reason === "compiler-artifact" && m.executable && m.profile?.test)
+    .map((m) => ({ name: m.target.name, kind: m.target.kind.some((k) => k.endsWith("lib")) ? "lib" : m.target.kind[0],
+      executable: m.executable }))
+    // cargo's order: the library's unit tests, the binaries', then the test files by name
+    .sort((a, b) => ["lib", "bin", "test"].indexOf(a.kind) - ["lib", "bin", "test"].indexOf(b.kind) ||
+      a.name.localeCompare(b.name));
+}
+
+/** Runs `cmd` with its output going to `logPath`: resolves to its exit status. */
+function runLogged(cmd, args, logPath, env = {}) {
+  const log = openSync(logPath, "w");
+  return new Promise((ok) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: ["ignore", log, log], env: { ...process.env, ...env } });
+    process.on("exit", () => child.kill());
+    child.on("exit", (code, signal) => { closeSync(log); ok(signal ? 1 : code); });
+    child.on("error", () => { closeSync(log); ok(1); });
+  });
+}
 
 // The scripted OpenAI-compatible server the browser LLM tests talk to (native tests start their own).
 async function startLlmServer() {
@@ -48,30 +76,22 @@ async function startRealModelSmoke() {
     closeSync(modelLog);
     return { finish: async () => console.log(`\n!!! SKIPPED: ${title} (${llm.skipped})\n`) };
   }
-  const built = spawnSync("cargo", ["test", "--test", "llm_smoke", "--no-run", "--message-format=json"],
-    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
-  const executable = built.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
-    .find((m) => m.reason === "compiler-artifact" && m.target?.name === "llm_smoke" && m.executable)?.executable;
-  if (built.status !== 0 || !executable) {
-    console.error(`${title}: the test binary was not found`);
+  const executable = testBinaries(["--test", "llm_smoke"])?.find((b) => b.name === "llm_smoke")?.executable;
+  if (!executable) {
+    console.error(`${title}: the test binary did not build`);
     process.exit(1);
   }
-  const log = openSync(logPath, "w");
   const started = Date.now();
-  const status = new Promise((ok) => {
-    const child = spawn(executable, ["--ignored", "--nocapture"], {
-      cwd: root, stdio: ["ignore", log, log], env: { ...process.env, LOCI_SMOKE_LLM_URL: llm.url },
+  let took = null;
+  const status = runLogged(executable, ["--ignored", "--nocapture"], logPath, { LOCI_SMOKE_LLM_URL: llm.url })
+    .then((code) => {
+      took = seconds(started);
+      return code;
     });
-    process.on("exit", () => child.kill());
-    child.on("exit", (code, signal) => ok(signal ? 1 : code));
-    child.on("error", () => ok(1));
-  });
   return {
     finish: async () => {
       const code = await status;
-      const took = seconds(started);
       llm.stop();
-      closeSync(log);
       closeSync(modelLog);
       console.log(`\n=== ${title} (its output, kept in ${logPath}; the model's log in target/local-llm.log)`);
       process.stdout.write(readFileSync(logPath, "utf8"));
@@ -81,8 +101,46 @@ async function startRealModelSmoke() {
   };
 }
 
+// The native tests run on about one core (the embedder on one thread, most tests waiting on it); the package build
+// (cargo's wasm release build, then wasm-opt) takes the other meanwhile. The test binaries are run directly, as cargo
+// would run them, so that no cargo holds the lock on target/ the build needs.
+async function nativeTestsBesideThePackageBuild() {
+  console.log("\n=== native tests (and the package build beside them)");
+  const started = Date.now();
+  const binaries = testBinaries([]);
+  if (!binaries) {
+    console.log(`=== native tests: FAILED to build (${seconds(started)} s)`);
+    process.exit(1);
+  }
+  const buildLog = join(root, "target", "build-package.log");
+  const buildStarted = Date.now();
+  let buildTook = null;
+  const build = runLogged("node", ["scripts/build.mjs"], buildLog).then((code) => {
+    buildTook = seconds(buildStarted);
+    return code;
+  });
+  let failed = 0;
+  for (const { name, kind, executable } of binaries) {
+    console.log(`\n     Running ${kind === "lib" ? "unittests" : kind} ${name} (${executable})`);
+    const code = await new Promise((ok) => {
+      const child = spawn(executable, [], { cwd: root, stdio: "inherit" });
+      child.on("exit", (code, signal) => ok(signal ? 1 : code));
+      child.on("error", () => ok(1));
+    });
+    if (code !== 0) failed++;
+  }
+  console.log(`=== native tests: ${failed ? `FAILED (${failed} binaries)` : "ok"} (${seconds(started)} s)`);
+  if (failed) process.exit(1);
+  const built = await build;
+  console.log(`\n=== build the package (${buildLog})`);
+  process.stdout.write(readFileSync(buildLog, "utf8").split("\n").filter((l) => !/^\s+Compiling /.test(l)).join("\n"));
+  console.log(`=== build the package: ${built === 0 ? "ok" : "FAILED"} (${buildTook} s, beside the native tests)`);
+  if (built !== 0) process.exit(1);
+  await step("doc tests", "cargo", ["test", "--doc"]);
+}
+
 await step("setup", "node", ["scripts/setup.mjs"]);
-await step("native tests", "cargo", ["test"]);
+await nativeTestsBesideThePackageBuild();
 const realModelSmoke = await startRealModelSmoke();
 const browserEnv = {
   CHROMEDRIVER: "/usr/bin/chromedriver",
@@ -101,7 +159,6 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
   });
 }
 await realModelSmoke.finish();
-await step("build the package", "node", ["scripts/build.mjs"]);
 await step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
 await step("the npm package: pack, install, type-check, use", "node", ["tests/package/pack.test.mjs"]);
 await step("security: encryption at rest through the JS API (canary scan, wrong key, interrupted re-key, tamper)",
