@@ -3,10 +3,11 @@
 // them), then the browser suites in headless Chromium (wasm-bindgen-test; the WebGPU suite with its own Chromium
 // flags) with the real-model smoke test beside them, then the demo, the package, encryption and reliability. On 2 cores
 // each pair shares the machine: one side of it runs on about one core.
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { testBinaries } from "./cargo-tests.mjs";
 import { startLocalLlm } from "./local-llm.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -23,21 +24,6 @@ const step = async (title, cmd, args, env = {}) => {
   console.log(`=== ${title}: ${status === 0 ? "ok" : "FAILED"} (${seconds(started)} s)`);
   if (status !== 0) process.exit(status ?? 1);
 };
-
-/** Builds the native test targets `args` (`cargo test --no-run`, its diagnostics shown) and returns their binaries,
- * as `[{ name, kind, executable }]` in cargo's order. */
-function testBinaries(args) {
-  const built = spawnSync("cargo", ["test", "--no-run", "--message-format=json-render-diagnostics", ...args],
-    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
-  if (built.status !== 0) return null;
-  return built.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
-    .filter((m) => m.reason === "compiler-artifact" && m.executable && m.profile?.test)
-    .map((m) => ({ name: m.target.name, kind: m.target.kind.some((k) => k.endsWith("lib")) ? "lib" : m.target.kind[0],
-      executable: m.executable }))
-    // cargo's order: the library's unit tests, the binaries', then the test files by name
-    .sort((a, b) => ["lib", "bin", "test"].indexOf(a.kind) - ["lib", "bin", "test"].indexOf(b.kind) ||
-      a.name.localeCompare(b.name));
-}
 
 /** Runs `cmd` with its output going to `logPath`: resolves to its exit status. */
 function runLogged(cmd, args, logPath, env = {}) {

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { testBinaries } from "../../scripts/cargo-tests.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const argv = process.argv.slice(2);
@@ -18,11 +19,8 @@ let failed = false;
  * thread), each the test binary that cargo built, its counts summed. */
 async function fuzz() {
   console.log("\n--- model-based fuzzing against an oracle");
-  const built = spawnSync("cargo", ["test", "--test", "fuzz_native", "--no-run", "--message-format=json"],
-    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
-  const executable = built.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
-    .find((m) => m.reason === "compiler-artifact" && m.target?.name === "fuzz_native" && m.executable)?.executable;
-  if (built.status !== 0 || !executable) {
+  const executable = testBinaries(["--test", "fuzz_native"])?.find((b) => b.name === "fuzz_native")?.executable;
+  if (!executable) {
     console.error("fuzz: the test binary did not build");
     failed = true;
     return;
