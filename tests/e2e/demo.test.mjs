@@ -266,14 +266,26 @@ try {
   await statusStarts(second, "Stored");
   assert.equal(await page.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBefore + 1,
     "what the second tab remembers is in the memory the first holds");
+  // A pasted document remembered in the second tab: the first embeds its other windows in the background, and the
+  // second tab's meter hears when that is done (the leader's progress reaches it).
+  const report = Array.from({ length: 480 }, (_, i) =>
+    `Line ${i}: crate ${i} of the harbour inventory holds ${i * 7} lanterns.`).join("\n");
+  await second.fill("#message", report);
+  await second.click("#remember-only");
+  // (the status says "Stored" from the message before: wait for the meter, refreshed once this one is stored)
+  await second.waitForFunction(() => document.querySelector("#meters").textContent.includes("embedding 1 long message"),
+    null, { timeout: 60_000 });
+  await second.waitForFunction(() => !document.querySelector("#meters").textContent.includes("in the background"),
+    null, { timeout: 60_000 });
+  assert.equal(await second.evaluate(async () => (await window.loci.memory.stats()).pendingEmbeddings), 0);
   await page.close();
   await statusStarts(second, "The other tab closed");
   assert.equal(await second.evaluate(() => window.loci.memory.isLeader), true);
-  assert.equal(await second.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBefore + 1);
+  assert.equal(await second.evaluate(async () => (await window.loci.memory.stats()).turns), turnsBefore + 2);
   await chat(second, "What is the parrot called?");
   assert.match(await second.textContent("#evidence"), /Captain/, "the second tab recalls after the takeover");
   assert.deepEqual(consoleViolations, [], "no CSP report in the console");
-  console.log("e2e: a second tab followed the first, then took over when it closed");
+  console.log("e2e: a second tab followed the first (and heard its background embedding), then took over when it closed");
 
   // No telemetry: ort-web sends a beacon when a model session starts unless told not to, but only where it thinks a
   // real user is (not on localhost, not under automation), so on 127.0.0.1 above it could not have. Here the demo
