@@ -888,13 +888,16 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             query,
             session_info: &self.sessions,
             unit_terms: Some(recall::UnitTerms(&unit_terms)),
+            stamps: Some([self.vectors.stamp(), self.lexical.stamp()]),
         };
         Ok(recall::rank(options.method, &evidence, options.k, options.units_per_session, &mut self.rank_scratch))
     }
 
     /// Ranked sessions with their best units, and their text as the context.
     fn render_recall(&self, query: &str, ranked: &[recall::SessionScore], options: RecallOptions) -> RecallResult {
-        let mut sessions: Vec<RecalledSession> = ranked
+        // Each session's context text is rendered right after its units' texts are read: its turns share their
+        // compressed pages, which the turn store keeps one at a time.
+        let (mut sessions, rendered): (Vec<RecalledSession>, Vec<String>) = ranked
             .iter()
             .enumerate()
             .filter_map(|(rank, s)| {
@@ -912,21 +915,22 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                         text: self.unit_text(unit.turn_ids),
                     });
                 }
-                Some(RecalledSession {
+                let recalled = RecalledSession {
                     id: session.id.clone(),
                     rank: rank + 1,
                     score: s.score,
                     first_time: session.first_time,
                     last_time: session.last_time,
                     units,
-                })
+                };
+                Some((recalled, self.render_session(&session.id)))
             })
-            .collect();
+            .unzip();
         let mut order: Vec<usize> = (0..sessions.len()).collect();
         if options.chronological {
             order.sort_by(|&a, &b| sessions[a].first_time.total_cmp(&sessions[b].first_time));
         }
-        let context = order.iter().map(|&i| self.render_session(&sessions[i].id)).collect::<Vec<_>>().join("\n\n");
+        let context = order.iter().map(|&i| rendered[i].as_str()).collect::<Vec<_>>().join("\n\n");
         let context_tokens = self.embedder.tokenizer().encode(&context).len();
         sessions.iter_mut().for_each(|s| s.units.sort_by(|a, b| b.score.total_cmp(&a.score)));
         RecallResult { query: query.into(), expansion: None, sessions, context, context_tokens, device: self.device() }

@@ -326,6 +326,7 @@ fn hybrid_cost_at_100k_units() {
                 query,
                 session_info: &info,
                 unit_terms: Some(loci::recall::UnitTerms(&unit_terms)),
+                stamps: None,
             };
             std::hint::black_box(rank(method, &ev, 10, 1, &mut sc));
         }

@@ -180,6 +180,8 @@ pub struct Bm25Index {
     /// What scoring derives from the documents alone, computed at the first query after a change (see
     /// [`Scoring`]); any insert, removal or session renumbering empties it.
     scoring: std::cell::OnceCell<Scoring>,
+    /// Renewed whenever a document is added or removed, or documents are renumbered ([`Bm25Index::stamp`]).
+    stamp: super::Stamp,
 }
 
 /// Per-document and per-session figures every query's scoring would otherwise recompute: at 100,000 units a
@@ -261,6 +263,12 @@ impl Bm25Index {
         self.docs[doc].session
     }
 
+    /// Changes whenever a document is added, removed or renumbered: what [`doc_of`](Self::doc_of) answers for any
+    /// unit stands while the stamp does.
+    pub fn stamp(&self) -> super::Stamp {
+        self.stamp
+    }
+
     /// The document number of a unit, if indexed.
     pub fn doc_of(&self, unit: u32) -> Option<usize> {
         self.doc_of_unit.get(unit).map(|d| d as usize)
@@ -332,6 +340,7 @@ impl Bm25Index {
         }
         self.scratch_ids = ids;
         self.scoring.take();
+        self.stamp = super::Stamp::fresh();
         self.total_len += len as u64;
         self.doc_of_unit.insert(unit, d);
         self.docs.push(Doc { unit, session, len });
@@ -344,6 +353,7 @@ impl Bm25Index {
         };
         let doc = self.docs.swap_remove(d as usize);
         self.scoring.take();
+        self.stamp = super::Stamp::fresh();
         self.total_len -= doc.len as u64;
         let moved = self.docs.len() as u32; // the old number of the document now at `d`
                                             // Every posting list is scanned (documents keep no term list of their own): one pass over the postings,
@@ -887,6 +897,7 @@ impl Bm25Index {
             return None;
         }
         index.arena = bytes;
+        index.stamp = super::Stamp::fresh();
         Some((index, fingerprint))
     }
 
@@ -894,6 +905,7 @@ impl Bm25Index {
     pub fn set_sessions(&mut self, mut session_of: impl FnMut(u32) -> u32) {
         self.docs.iter_mut().for_each(|d| d.session = session_of(d.unit));
         self.scoring.take();
+        self.stamp = super::Stamp::fresh();
     }
 }
 

@@ -119,6 +119,8 @@ pub struct VectorIndex {
     sessions: Vec<u32>,
     /// The query as i16 codes, kept to avoid allocating per recall.
     query: Vec<i16>,
+    /// Renewed whenever rows are added or removed ([`VectorIndex::stamp`]).
+    stamp: super::Stamp,
 }
 
 impl VectorIndex {
@@ -153,6 +155,12 @@ impl VectorIndex {
         &self.owners
     }
 
+    /// Changes whenever rows are added or removed: [`owners`](Self::owners) and [`sessions`](Self::sessions)
+    /// stand while the stamp does.
+    pub fn stamp(&self) -> super::Stamp {
+        self.stamp
+    }
+
     /// Session number of each row.
     pub fn sessions(&self) -> &[u32] {
         &self.sessions
@@ -185,6 +193,7 @@ impl VectorIndex {
             debug_assert!(false, "damaged rows");
             return;
         }
+        self.stamp = super::Stamp::fresh();
         match self.precision {
             Precision::Int8 if self.owners.is_empty() => {
                 (self.codes, self.scales, self.owners, self.sessions) = (codes, scales, owners, sessions);
@@ -210,6 +219,7 @@ impl VectorIndex {
             debug_assert!(false, "damaged rows");
             return;
         };
+        self.stamp = super::Stamp::fresh();
         match (self.precision, rows) {
             (Precision::F32, Rows::F32(d)) => self.data.extend_from_slice(d),
             (Precision::F32, r) => self.data.extend(r.to_f32(self.dim)),
@@ -230,6 +240,7 @@ impl VectorIndex {
 
     /// Removes every row of `unit`. Swap-remove: O(rows of the unit × dim), row order is not meaningful.
     pub fn remove(&mut self, unit: u32) {
+        self.stamp = super::Stamp::fresh();
         let dim = self.dim;
         let mut r = 0;
         while r < self.owners.len() {

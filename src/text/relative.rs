@@ -13,6 +13,12 @@ pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
     let Some(day) = chrono::DateTime::from_timestamp_millis(said as i64).map(|t| t.date_naive()) else {
         return text.to_string();
     };
+    // Most turns hold no expression at all: one look for the words every expression needs, before cutting the text
+    // into words (recall renders every turn of the sessions it returns through here).
+    let lower = text.to_lowercase();
+    if !CUES.iter().any(|cue| lower.contains(cue)) {
+        return text.to_string();
+    }
     // Words with their byte spans, lower-cased.
     let words: Vec<(usize, usize, String)> = text
         .char_indices()
@@ -27,7 +33,8 @@ pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
     let mut i = 0;
     while i < words.len() {
         let word = |k: usize| words.get(i + k).map(|w| w.2.as_str()).unwrap_or("");
-        let Some((len, note)) = resolve(day, [word(0), word(1), word(2)]) else {
+        let w = [word(0), word(1), word(2)];
+        let Some((len, note)) = may_start_an_expression(w).then(|| resolve(day, w)).flatten() else {
             i += 1;
             continue;
         };
@@ -43,6 +50,15 @@ pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
     }
     out.push_str(&text[copied..]);
     out
+}
+
+/// A word that every expression [`resolve`] knows holds (lower case): a text without any has nothing to date.
+const CUES: [&str; 10] =
+    ["yesterday", "today", "tonight", "tomorrow", "morning", "afternoon", "evening", "last", "next", "ago"];
+
+/// Whether `w` has the shape of one of [`resolve`]'s expressions, which alone does calendar arithmetic.
+fn may_start_an_expression(w: [&str; 3]) -> bool {
+    matches!(w[0], "yesterday" | "today" | "tonight" | "this" | "tomorrow" | "last" | "next") || w[2] == "ago"
 }
 
 /// "7 May 2023": how people (and LoCoMo's answers) write a date, so that a model quoting it answers in kind.

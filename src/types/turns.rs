@@ -32,12 +32,11 @@ impl Packed {
         Packed { lz4: lz4_flex::block::compress(text.as_bytes()).into_boxed_slice(), len: text.len() as u32 }
     }
 
-    /// Its text. The blocks are made by [`of`](Self::of) from strings, or checked when adopted
-    /// ([`Turns::push_packed`]), so they decode; were one damaged in RAM, its turns would read empty rather than
-    /// abort the page.
-    fn unpack(&self) -> String {
-        let bytes = lz4_flex::block::decompress(&self.lz4, self.len as usize).unwrap_or_default();
-        String::from_utf8(bytes).unwrap_or_default()
+    /// Its text's bytes. The blocks are made by [`of`](Self::of) from strings, or checked when adopted
+    /// ([`Turns::push_packed`]), so they decode to UTF-8; were one damaged in RAM, its turns would read empty
+    /// rather than abort the page. Each read checks only its own turn's bytes as UTF-8, not the page's 64 KB.
+    fn unpack(&self) -> Vec<u8> {
+        lz4_flex::block::decompress(&self.lz4, self.len as usize).unwrap_or_default()
     }
 }
 
@@ -113,7 +112,7 @@ pub struct Turns {
     open: String,
     /// The last packed page read, unpacked: reads in order (the lexical index at open, a session's turns) unpack
     /// each page once. A mutex rather than a `RefCell` keeps `Turns` shareable across threads natively.
-    unpacked: Mutex<Option<(u32, String)>>,
+    unpacked: Mutex<Option<(u32, Vec<u8>)>>,
     /// Captions are rare: by turn id.
     captions: BTreeMap<u64, String>,
     /// Session ids and speakers, each once.
@@ -258,8 +257,9 @@ impl Turns {
                 if unpacked.as_ref().is_none_or(|(page, _)| *page != row.page) {
                     *unpacked = Some((row.page, packed.unpack()));
                 }
-                let page = unpacked.as_ref().map_or("", |(_, text)| text.as_str());
-                Cow::Owned(page.get(start..end).unwrap_or_default().to_string())
+                let page = unpacked.as_ref().map_or(&[][..], |(_, bytes)| bytes.as_slice());
+                let text = page.get(start..end).and_then(|b| std::str::from_utf8(b).ok());
+                Cow::Owned(text.unwrap_or_default().to_string())
             }
         };
         TurnRef {
