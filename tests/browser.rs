@@ -337,7 +337,7 @@ async fn a_database_of_another_model_is_refused() {
 /// every length around its step sizes (16 and 32 codes) and at the model's 384, extremes included.
 #[wasm_bindgen_test]
 fn simd_int8_dot_equals_the_portable_one() {
-    use loci::index::vectors::{dot_i8_i16, dot_i8_i16_scalar};
+    use loci::index::vectors::{dot2_i8_i16, dot_i8_i16, dot_i8_i16_scalar};
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state ^= state << 13;
@@ -349,9 +349,13 @@ fn simd_int8_dot_equals_the_portable_one() {
         let a: Vec<i8> = (0..n).map(|_| next() as i8).collect();
         let b: Vec<i16> = (0..n).map(|_| next() as i16).collect();
         assert_eq!(dot_i8_i16(&a, &b), dot_i8_i16_scalar(&a, &b), "length {n}");
+        // Two rows a pass: each as if alone.
+        let c: Vec<i8> = (0..n).map(|_| next() as i8).collect();
+        assert_eq!(dot2_i8_i16(&a, &c, &b), (dot_i8_i16_scalar(&a, &b), dot_i8_i16_scalar(&c, &b)), "length {n}");
     }
     let (a, b) = (vec![-128i8; 384], vec![-32768i16; 384]);
     assert_eq!(dot_i8_i16(&a, &b), dot_i8_i16_scalar(&a, &b));
+    assert_eq!(dot2_i8_i16(&a, &[127i8; 384], &b), (dot_i8_i16_scalar(&a, &b), dot_i8_i16_scalar(&[127i8; 384], &b)));
 }
 
 /// Writes `units` pair units of a few words each (10 to a session, one-hot vectors) straight into `store`.
