@@ -97,6 +97,13 @@ export interface EmbedderOptions {
    * threads need isolation. Fixed per page at first open.
    */
   threads?: number;
+  /**
+   * Compute the model in onnxruntime-web's own Web Worker (its proxy mode), so that the page's thread stays free
+   * while a long message is embedded (default true; WASM only, and only where loci runs in a page: in a Web Worker
+   * it computes there). The worker is `ort.wasm.min.js` from `ortUrl`: a Content-Security-Policy must allow it
+   * (`worker-src 'self'` when self-hosted, as the threads need too). Fixed per page at first open.
+   */
+  worker?: boolean;
 }
 
 /** An OpenAI-compatible chat-completions endpoint. The key lives in memory only. */

@@ -126,7 +126,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 async fn wasm_embedder(config: loci::embed::EmbedConfig) -> loci::embed::Embedder<loci::embed::OnnxRuntime> {
     let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
     let model = fetch_bytes("/www/assets/model/model.onnx").await;
-    let dist = loci::embed::OrtDist { base_url: absolute("/www/assets/ort/"), wrapper_ext: "js".into(), threads: None };
+    let dist = loci::embed::OrtDist {
+        base_url: absolute("/www/assets/ort/"),
+        wrapper_ext: "js".into(),
+        threads: None,
+        worker: true,
+    };
     let (_, env) = loci::embed::web_environment(&dist, loci::embed::WebBuild::Wasm).await.unwrap();
     let runtime = loci::embed::OnnxRuntime::web(&env, &model, loci::embed::Device::Wasm).await.unwrap();
     let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
@@ -153,6 +158,41 @@ async fn embedding_a_long_text_lets_the_page_run_between_calls() {
     assert_eq!(vectors.len(), windows);
     assert!(ticks.get() >= 2, "timers fired during the embedding: {}", ticks.get());
     tick.forget(); // any timer still pending must find it
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function countPageTurns() {
+  const counter = { turns: 0, on: true };
+  const channel = new MessageChannel();
+  channel.port1.onmessage = () => { counter.turns++; if (counter.on) channel.port2.postMessage(0); };
+  channel.port2.postMessage(0);
+  return counter;
+}
+export function stopCounting(counter) { counter.on = false; return counter.turns; }
+"#)]
+extern "C" {
+    #[wasm_bindgen(js_name = countPageTurns)]
+    fn count_page_turns() -> wasm_bindgen::JsValue;
+    #[wasm_bindgen(js_name = stopCounting)]
+    fn stop_counting(counter: &wasm_bindgen::JsValue) -> u32;
+}
+
+/// In a page the model computes in onnxruntime-web's own worker (`OrtDist::worker`, the default), so the page's
+/// thread runs during a model call, not only between two. A message channel that answers itself counts the page's
+/// turns (tasks) while one call of 256 tokens computes: on the page's thread that call is a single task, and
+/// nothing else runs until it ends (0 turns with `worker: false`).
+#[wasm_bindgen_test]
+async fn the_page_runs_while_the_model_computes() {
+    let mut e = wasm_embedder(loci::embed::EmbedConfig::default()).await;
+    let text = "Item 12: the kitchen was repainted on day 9 by the crew, and it took four hours. ".repeat(11);
+    let windows = e.windows(&text);
+    assert_eq!(windows.len(), 1, "one window, so one model call");
+    assert!(windows[0].len() >= 200, "{} tokens", windows[0].len());
+    let counter = count_page_turns();
+    let vectors = e.embed(&[&text]).await.unwrap();
+    let turns = stop_counting(&counter);
+    assert_eq!(vectors.len(), 1);
+    assert!(turns >= 20, "the page ran {turns} tasks while the model computed one call");
 }
 
 /// Browser vectors equal the Python onnxruntime reference and the native embedder's vectors (which the native

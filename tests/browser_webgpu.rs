@@ -37,7 +37,12 @@ async fn webgpu_device_embeds_like_the_reference_and_auto_skips_software_adapter
     let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
     let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
     let model = fetch_bytes("/www/assets/model/model.onnx").await;
-    let dist = loci::embed::OrtDist { base_url: absolute("/www/assets/ort/"), wrapper_ext: "js".into(), threads: None };
+    let dist = loci::embed::OrtDist {
+        base_url: absolute("/www/assets/ort/"),
+        wrapper_ext: "js".into(),
+        threads: None,
+        worker: true,
+    };
     let (_, env) = loci::embed::web_environment(&dist, loci::embed::WebBuild::Webgpu).await.unwrap();
     let runtime = loci::embed::OnnxRuntime::web(&env, &model, loci::embed::Device::Webgpu).await.unwrap();
     let mut e = loci::embed::Embedder::new(tokenizer, runtime, Default::default()).unwrap();

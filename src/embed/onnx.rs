@@ -146,6 +146,8 @@ mod web {
 
     thread_local! {
         static LOADED: RefCell<Option<(Build, ort::environment::Environment)>> = const { RefCell::new(None) };
+        /// Whether onnxruntime-web computes in its own worker ([`OrtDist::worker`]), for the error a failed start gives.
+        static IN_ORT_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 
     #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
@@ -184,12 +186,38 @@ export function removeWorkerLoader() {
   delete globalThis.document;
   delete globalThis.window;
 }
+// In a page, onnxruntime-web's proxy mode computes the model in its own Web Worker (a classic worker of the same
+// ort.wasm.min.js, so a CSP needs `worker-src 'self'`, as its threads already do), and the page's thread stays free
+// while a pasted document is embedded. The proxy posts each input's buffer to that worker as a transfer, and
+// ort-web's inputs (and the model bytes) are views on loci's own wasm memory, which cannot be transferred: so each
+// is copied first (3 KB for a query, the model once). Tensors already elsewhere than the CPU are left alone.
+export function computeInOrtWorker() {
+  const ort = globalThis.ort;
+  if (typeof document === "undefined" || !ort || ort.env.wasm.proxy) return false;
+  ort.env.wasm.proxy = true;
+  const session = ort.InferenceSession;
+  const create = session.create;
+  session.create = function (model, ...rest) {
+    return create.call(this, ArrayBuffer.isView(model) ? model.slice() : model, ...rest);
+  };
+  const run = session.prototype.run;
+  session.prototype.run = function (feeds, ...rest) {
+    const copied = {};
+    for (const [name, t] of Object.entries(feeds)) {
+      copied[name] = t.location && t.location !== "cpu" ? t : new ort.Tensor(t.type, t.data.slice(), t.dims);
+    }
+    return run.call(this, copied, ...rest);
+  };
+  return true;
+}
 "#)]
     extern "C" {
         #[wasm_bindgen(js_name = installWorkerLoader)]
         fn install_worker_loader() -> bool;
         #[wasm_bindgen(js_name = removeWorkerLoader)]
         fn remove_worker_loader();
+        #[wasm_bindgen(js_name = computeInOrtWorker)]
+        fn compute_in_ort_worker() -> bool;
     }
 
     /// Padded tokens per call on the WASM backend (see [`Runtime::tokens_per_call`]).
@@ -205,6 +233,9 @@ export function removeWorkerLoader() {
         /// onnxruntime-web's CPU threads (`env.wasm.numThreads`); `None` keeps its default (one thread per two
         /// cores, at most 4, and only where the page is cross-origin isolated). Fixed for the page at first load.
         pub threads: Option<u32>,
+        /// In a page, compute the model in onnxruntime-web's own Web Worker (its proxy mode) rather than on the
+        /// page's thread (WASM build only). Fixed for the page at first load.
+        pub worker: bool,
     }
 
     fn set_wasm_paths(dist: &OrtDist, build: Build) -> Result<()> {
@@ -250,6 +281,10 @@ export function removeWorkerLoader() {
         let api = api.map_err(|e| Error::Asset(format!("loading onnxruntime-web from {}: {e}", dist.base_url)))?;
         ort::set_api(api);
         set_wasm_paths(dist, want)?;
+        // The WebGPU build has no proxy mode; in a Web Worker there is no page to free.
+        if want == Build::Wasm && dist.worker && compute_in_ort_worker() {
+            IN_ORT_WORKER.with(|w| w.set(true));
+        }
         let env = ort::init().with_name("loci").with_telemetry(false).build().map_err(embedder_err)?;
         LOADED.with(|l| *l.borrow_mut() = Some((want, env.clone())));
         Ok((want, env))
@@ -264,7 +299,18 @@ export function removeWorkerLoader() {
             };
             let mut builder = Session::builder(env).map_err(embedder_err)?;
             append_provider(&mut builder, name)?;
-            let session = builder.commit_from_memory(model).await.map_err(embedder_err)?;
+            let session = builder.commit_from_memory(model).await.map_err(|e| {
+                // onnxruntime-web's worker starts with the first session; where the page refuses it (a CSP without
+                // `worker-src 'self'`), the rejection says nothing of why.
+                if IN_ORT_WORKER.with(|w| w.get()) {
+                    Error::Embedder(format!(
+                        "{e} (onnxruntime-web computes in its own Web Worker: a Content-Security-Policy must allow \
+                         `worker-src` for its script, or open with `embedder.worker: false`)"
+                    ))
+                } else {
+                    embedder_err(e)
+                }
+            })?;
             Ok(OnnxRuntime { session, device })
         }
     }
@@ -283,10 +329,11 @@ export function removeWorkerLoader() {
             self.device
         }
 
-        /// The WASM backend computes a call on the page's thread in one task (a single thread where the page is not
-        /// cross-origin isolated, and the orchestrating one where it is): 512 padded tokens take ~0.6 s on a 2-core
-        /// machine, and cost no throughput, since short texts (≤ 32 tokens) still go 16 to a call. WebGPU waits for
-        /// the GPU without holding the thread.
+        /// The WASM backend computes a call in one task of the thread that runs it: the page's own when loci runs
+        /// in a Web Worker or `worker` is off, onnxruntime-web's worker otherwise, where a call queued behind a long
+        /// one (a query behind a paste's windows) waits for it all the same. 512 padded tokens take ~0.6 s on a
+        /// 2-core machine, and cost no throughput, since short texts (≤ 32 tokens) still go 16 to a call. WebGPU
+        /// waits for the GPU without holding the thread.
         fn tokens_per_call(&self) -> Option<usize> {
             (self.device == Device::Wasm).then_some(WASM_TOKENS_PER_CALL)
         }

@@ -218,6 +218,7 @@ pub(super) async fn open_inner(
             "tokenizerSha256",
             "cache",
             "threads",
+            "worker",
         ],
         "embedder options",
     )?;
@@ -271,7 +272,12 @@ pub(super) async fn open_inner(
     if e.threads.is_some_and(|t| t == 0 || t > 16) {
         return Err(Error::invalid("`threads` must be between 1 and 16"));
     }
-    let dist = OrtDist { base_url: ort_url, wrapper_ext, threads: e.threads.or_else(default_threads) };
+    let dist = OrtDist {
+        base_url: ort_url,
+        wrapper_ext,
+        threads: e.threads.or_else(default_threads),
+        worker: e.worker.unwrap_or(true),
+    };
 
     let release_lock = lock_memory(&opts.name, granted).await?;
     let server = tabs::TabServer::new(&tabs::channel_name(&opts.name));

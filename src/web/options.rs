@@ -160,6 +160,8 @@ pub(super) struct EmbedderOptions {
     pub(super) cache: Option<bool>,
     /// onnxruntime-web's CPU threads (default: one per core, at most 4, in a cross-origin isolated page; else one).
     pub(super) threads: Option<u32>,
+    /// Compute the model in onnxruntime-web's own Web Worker, off the page's thread (default true).
+    pub(super) worker: Option<bool>,
 }
 
 /// Distinguishes an absent option (`None`) from an explicit `null` (`Some(None)`).
