@@ -276,6 +276,7 @@ async fn bad_inputs_are_typed_errors_and_store_nothing() {
         r#"{"name": "x", "embedder": {"modelURL": "m.onnx"}}"#,
         r#"{"name": "x", "embedder": {"batchSize": 100000}}"#,
         r#"{"name": "x", "embedder": {"maxWindows": 0}}"#,
+        r#"{"name": "x", "embedder": {"worker": "yes"}}"#,
     ] {
         let err = open_with(js(bad_open)).await.err().expect(bad_open);
         assert_eq!(code(&err), "INVALID_INPUT", "{bad_open}");
