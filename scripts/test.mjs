@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { runBrowserSuite } from "./browser-suite.mjs";
 import { testBinaries } from "./cargo-tests.mjs";
 import { startLocalLlm } from "./local-llm.mjs";
 
@@ -138,11 +139,16 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
   const webgpu = name.includes("webgpu");
   // Long suites (SwiftShader WebGPU; distilling a whole LoCoMo conversation, ~2 min) get more than the default.
   const long = webgpu || name === "browser_distill";
-  await step(`browser tests: ${name}`, "cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
+  const title = `browser tests: ${name}`;
+  console.log(`\n=== ${title}`);
+  const started = Date.now();
+  const status = await runBrowserSuite({ name, cwd: root, env: {
     ...browserEnv,
     WASM_BINDGEN_TEST_WEBDRIVER_JSON: webgpu ? "tests/webdriver-webgpu.json" : "tests/webdriver.json",
     ...(long ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
-  });
+  } });
+  console.log(`=== ${title}: ${status === 0 ? "ok" : "FAILED"} (${seconds(started)} s)`);
+  if (status !== 0) process.exit(status ?? 1);
 }
 await realModelSmoke.finish();
 await step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
