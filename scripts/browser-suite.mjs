@@ -1,15 +1,23 @@
-// One wasm-bindgen-test browser suite (`cargo test --target wasm32-unknown-unknown --test NAME`), run again once
-// when its test page never started.
+// One wasm-bindgen-test browser suite (`cargo test --target wasm32-unknown-unknown --test NAME`), with the test
+// server kept from stalling, and run again when its page never started all the same.
 //
-// Why: wasm-bindgen-test-runner's own test server (rouille on tiny_http) now and then never answers one of the
-// page's module requests. The page then waits ~5 minutes for that import, the harness never starts, and the suite
-// fails after WASM_BINDGEN_TEST_TIMEOUT plus Chromium's 300 s with "Failed to detect test as having been run" and no
-// test run at all. It failed a CI run that way. Here, with both cores kept busy beside the suite, 3 of 16 pages
-// stalled (twice in a row once); the stalled page's resource timing showed the request (a snippet, no byte, ended
-// by Chromium at 300 s) while the server answered the same URL at once to curl. So: when the harness has not printed
-// its "running N tests" line within `startLimitMs` of the page being visited, the suite is stopped and started
-// again, up to `attempts` times. A suite whose tests ran is never retried, whatever its result.
+// Why: wasm-bindgen-test-runner's own test server (rouille on tiny_http 0.12) loses wakeups in its thread pool. The
+// pool starts with 4 threads, and each keep-alive connection keeps one for as long as the browser holds it. When
+// connections arrive faster than the woken threads get the lock, the pool still counts them as idle, queues the next
+// connection and wakes nobody: nobody serves it until a thread is freed. Chromium opens ~6 connections at once for
+// the page's module imports and keeps them, so one import waits until Chromium drops an idle socket (300 s), the
+// harness never starts, and the suite fails with "Failed to detect test as having been run". It failed a CI run so.
+// Measured here: with both cores busy beside the suite, 3 of 16 pages stalled; a bare script opening 8 connections
+// to a fresh server left some unanswered on 3 of 10 servers (and 3 of 12).
+//
+// The fix from outside: a connection opened and closed at once, while every thread is busy, gets a new thread,
+// which then takes the next queued connection. So the server is knocked on twice a second while the suite runs (the
+// same script knocking three times after its 8 connections: 1 of 40 servers still left one unanswered, and three
+// knocks free at most three queued connections). Should a page still not start within
+// `startLimitMs` of being visited, the suite is stopped and started again, up to `attempts` times. A suite whose
+// tests ran is never retried, whatever its result.
 import { spawn } from "node:child_process";
+import { connect, createServer } from "node:net";
 
 const HARNESS_STARTED = /^running \d+ tests?$/m;
 const PAGE_VISITED = /Running headless tests in/;
@@ -17,7 +25,7 @@ const PAGE_VISITED = /Running headless tests in/;
 /** Resolves to the suite's exit status; a page that never started is started again, `attempts` times in all. */
 export async function runBrowserSuite({ name, env, cwd, startLimitMs = 60_000, attempts = 3, log = console.log }) {
   for (let attempt = 1; attempt <= attempts; attempt++) {
-    const { status, stalled } = await runOnce({ name, env, cwd, startLimitMs });
+    const { status, stalled } = await runOnce({ name, env: { ...env, WASM_BINDGEN_TEST_ADDRESS: `127.0.0.1:${await freePort()}` }, cwd, startLimitMs });
     if (!stalled) return status;
     log(`\n!!! ${name}: the test page did not start within ${startLimitMs / 1000} s (no "running N tests": `
       + `a module request to wasm-bindgen-test-runner's server stalled)${attempt < attempts ? "; starting the suite again" : `, ${attempts} times: giving up`}`);
@@ -25,8 +33,29 @@ export async function runBrowserSuite({ name, env, cwd, startLimitMs = 60_000, a
   return 1;
 }
 
+/** A port free now, for the test server (the runner picks its own otherwise, and does not say which). */
+function freePort() {
+  return new Promise((ok, fail) => {
+    const probe = createServer().once("error", fail).listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => ok(port));
+    });
+  });
+}
+
+/** Opens and closes a connection to the test server every `everyMs` (see the top of this file); returns a stop. */
+function knockOnTheTestServer(address, everyMs = 500) {
+  const [host, port] = address.split(":");
+  const timer = setInterval(() => {
+    const socket = connect(Number(port), host);
+    socket.on("connect", () => socket.destroy()).on("error", () => { /* not listening yet, or gone */ });
+  }, everyMs);
+  return () => clearInterval(timer);
+}
+
 function runOnce({ name, env, cwd, startLimitMs }) {
   return new Promise((settle) => {
+    const stopKnocking = knockOnTheTestServer(env.WASM_BINDGEN_TEST_ADDRESS);
     // Its own process group, so that a stalled run is stopped with the chromedriver and Chromium it started.
     const child = spawn("cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
       cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true,
@@ -50,8 +79,9 @@ function runOnce({ name, env, cwd, startLimitMs }) {
     };
     child.stdout.on("data", watch(process.stdout));
     child.stderr.on("data", watch(process.stderr));
-    child.on("error", () => settle({ status: 1, stalled: false }));
+    child.on("error", () => { stopKnocking(); settle({ status: 1, stalled: false }); });
     child.on("exit", (code, signal) => {
+      stopKnocking();
       clearTimeout(timer);
       process.off("exit", killGroup);
       // cargo is gone; what it started (the runner, chromedriver, Chromium) must not outlive it.
