@@ -869,78 +869,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             if options.method.uses_lexical() { recall::dense_query(query, &self.lexical) } else { query.into() };
         let q = self.embedder.embed_query(&dense_query).await?;
         self.vectors.scores_into(&q, &mut self.scratch);
-        if let Some(alpha) = std::env::var("LOCI_CENTER").ok().and_then(|v| v.parse::<f32>().ok()) {
-            if options.method.uses_lexical() && self.vectors.len() >= 20 {
-                let m: Vec<f32> = self.vectors.mean_row().iter().map(|x| x * alpha).collect();
-                let mm = crate::index::vectors::dot(&m, &m);
-                let qm = crate::index::vectors::dot(&q, &m);
-                let mut um = Vec::new();
-                self.vectors.scores_into(&m, &mut um);
-                let qn = (1.0 - 2.0 * qm + mm).max(1e-6).sqrt();
-                for (s, &u) in self.scratch.iter_mut().zip(&um) {
-                    let un = (1.0 - 2.0 * u + mm).max(1e-6).sqrt();
-                    *s = (*s - qm - u + mm) / (qn * un);
-                }
-            }
-        }
         self.lexical_scratch.clear();
         if options.method.uses_lexical() {
             self.lexical.scores_into(&self.lexical.query(query), &mut self.lexical_scratch);
-        }
-        if let Some(beta) = std::env::var("LOCI_SPK").ok().and_then(|v| v.parse::<f32>().ok()) {
-            if options.method.uses_lexical() {
-                let q = self.lexical.query(query);
-                let qterms: Vec<u32> = q.terms().iter().map(|t| t.0).collect();
-                let mut speakers: Vec<String> = Vec::new();
-                for t in self.turns.iter() {
-                    if !speakers.iter().any(|s| s == t.speaker) {
-                        speakers.push(t.speaker.to_string());
-                    }
-                }
-                // A speaker named by the query: the first term of its name is a query term.
-                let named: Vec<(&String, u32)> = speakers
-                    .iter()
-                    .filter_map(|s| {
-                        let tt = self.lexical.terms_of_parts([s.as_str()]);
-                        tt.first().map(|&(t, _)| (s, t))
-                    })
-                    .filter(|(_, t)| qterms.contains(t))
-                    .collect();
-                if named.len() == 1 {
-                    let (who, name_term) = (named[0].0.clone(), named[0].1);
-                    let content: Vec<u32> = qterms.iter().copied().filter(|&t| t != name_term).collect();
-                    for d in 0..self.lexical_scratch.len() {
-                        if self.lexical_scratch[d] <= 0.0 {
-                            continue;
-                        }
-                        let Some(unit) = self.units.get(&self.lexical.unit(d)) else { continue };
-                        let (mut all, mut mine) = (0.0f32, 0.0f32);
-                        let mut own_terms: Vec<u32> = Vec::new();
-                        let mut unit_terms: Vec<u32> = Vec::new();
-                        for tid in unit.turn_ids.iter() {
-                            let Some(t) = self.turns.get(tid) else { continue };
-                            let mut parts: Vec<&str> = vec![&t.text];
-                            if let Some(c) = t.caption { parts.push(c); }
-                            let tt = self.lexical.terms_of_parts(parts.iter().copied());
-                            for (term, _) in tt {
-                                unit_terms.push(term);
-                                if t.speaker == who { own_terms.push(term); }
-                            }
-                        }
-                        for &t in &content {
-                            if unit_terms.contains(&t) {
-                                let w = self.lexical.idf(t);
-                                all += w;
-                                if own_terms.contains(&t) { mine += w; }
-                            }
-                        }
-                        if all > 0.0 {
-                            let f = mine / all;
-                            self.lexical_scratch[d] *= beta + (1.0 - beta) * f;
-                        }
-                    }
-                }
-            }
         }
         let (units, turns, lexical) = (&self.units, &self.turns, &self.lexical);
         let unit_terms = |id: u32| match units.get(&id) {

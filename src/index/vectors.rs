@@ -272,18 +272,6 @@ impl VectorIndex {
         }
     }
 
-    /// EXPERIMENT: the mean row.
-    pub fn mean_row(&self) -> Vec<f32> {
-        let mut m = vec![0.0f32; self.dim];
-        let n = self.scales.len().max(self.data.len() / self.dim.max(1));
-        match self.precision {
-            Precision::F32 => for row in self.data.chunks_exact(self.dim) { for (a, b) in m.iter_mut().zip(row) { *a += b; } },
-            Precision::Int8 => for (row, s) in self.codes.chunks_exact(self.dim).zip(&self.scales) { for (a, &b) in m.iter_mut().zip(row) { *a += b as f32 * s; } },
-        }
-        if n > 0 { m.iter_mut().for_each(|x| *x /= n as f32); }
-        m
-    }
-
     /// Dot product of `query` with every row into `out` (cleared first; the caller keeps it to avoid allocating).
     pub fn scores_into(&mut self, query: &[f32], out: &mut Vec<f32>) {
         out.clear();

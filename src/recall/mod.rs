@@ -217,60 +217,7 @@ pub fn rank(
         }
     }
     if method == RecallMethod::Hybrid {
-        let pre = sc.session.clone();
         session_evidence(ev, sc);
-        if let Ok(path) = std::env::var("LOCI_FEATS") {
-            let mut first = Vec::new();
-            let mut lp = Vec::new();
-            mix(&sc.dense_part, &sc.row_doc, ev.lexical_scores, &mut lp, &mut first, None);
-            // per session: u1 u2 u3 d1 d2 l1 l1q f1 dmean n slex date
-            let mut feats = vec![[f32::NEG_INFINITY; 12]; n];
-            let mut tops = vec![[f32::NEG_INFINITY; 3]; n];
-            let mut dtop = vec![[f32::NEG_INFINITY; 2]; n];
-            let mut dsum = vec![0.0f32; n];
-            let mut cnt = vec![0u32; n];
-            for r in 0..sc.row.len() {
-                let s = ev.row_session[r] as usize;
-                insert_top(&mut tops[s], sc.row[r]);
-                insert_top(&mut dtop[s], sc.dense_part[r]);
-                let f = &mut feats[s];
-                f[5] = f[5].max(sc.row[r] - sc.dense_part[r]);
-                f[6] = f[6].max(first[r] - sc.dense_part[r]);
-                f[7] = f[7].max(first[r]);
-                dsum[s] += sc.dense_part[r];
-                cnt[s] += 1;
-            }
-            let mut out = String::new();
-            for s in 0..n {
-                if cnt[s] == 0 { continue; }
-                let f = &mut feats[s];
-                f[0] = tops[s][0]; f[1] = tops[s][1].max(0.0); f[2] = tops[s][2].max(0.0);
-                f[3] = dtop[s][0]; f[4] = dtop[s][1].max(0.0);
-                f[8] = dsum[s] / cnt[s] as f32; f[9] = cnt[s] as f32;
-                let extra = sc.session[s] - pre[s];
-                let date = when::query_period(ev.query).map(|p| when::closeness(p, ev.session_info[s].first_time, ev.session_info[s].last_time, DATE_SCALE_DAYS) as f32).unwrap_or(0.0);
-                f[11] = date;
-                f[10] = (extra - DATE_WEIGHT * date) / SESSION_LEXICAL_WEIGHT;
-                let id = ev.session_info.get(s).map(|i| i.id.as_str()).unwrap_or("?");
-                if !out.is_empty() { out.push(','); }
-                out.push_str(&format!("[\"{}\",{}]", id, f.iter().map(|x| format!("{:.5}", x)).collect::<Vec<_>>().join(",")));
-            }
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
-            writeln!(file, "{{\"q\":{},\"s\":[{}]}}", serde_json::to_string(ev.query).unwrap(), out).unwrap();
-        }
-        if std::env::var("LOCI_DEBUG").ok().is_some_and(|d| ev.query.contains(&d)) {
-            let mut rows: Vec<usize> = (0..sc.row.len()).collect();
-            rows.sort_by(|&a, &b| sc.row[b].total_cmp(&sc.row[a]));
-            for &r in rows.iter().take(15) {
-                eprintln!("row {r} s{} unit {} score {:.3} dense {:.3} lex {:.3}", ev.row_session[r] + 1, ev.row_unit[r], sc.row[r], sc.dense_part[r], sc.row[r] - sc.dense_part[r]);
-            }
-            let mut ss: Vec<usize> = (0..n).collect();
-            ss.sort_by(|&a, &b| sc.session[b].total_cmp(&sc.session[a]));
-            for &s in ss.iter().take(8) {
-                eprintln!("session s{} total {:.3} units {:.3} extra {:.3}", s + 1, sc.session[s], pre[s], sc.session[s] - pre[s]);
-            }
-        }
     }
     top_sessions(sc, ev, k, rows_per_session)
 }
