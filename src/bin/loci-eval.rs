@@ -282,14 +282,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                         let ranking = match method {
                             Method::Library { method, .. } => {
                                 let options =
-                                    RecallOptions { k: 10, units_per_session: 2, chronological: false, method };
+                                    RecallOptions { k: 10, units_per_session: 1, chronological: false, method };
                                 let r = block_on(memory.recall(&q.question, options)).map_err(|e| e.to_string())?;
-                                if let Ok(path) = std::env::var("LOCI_DUMP_UNITS") {
-                                    use std::io::Write as _;
-                                    let units: Vec<Vec<String>> = r.sessions.iter().map(|s| s.units.iter().map(|u| u.text.clone()).collect()).collect();
-                                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
-                                    writeln!(f, "{}", json!({"id": q.id, "units": units})).unwrap();
-                                }
                                 r.sessions.into_iter().map(|s| s.id).collect()
                             }
                             Method::SessionLevel => {
