@@ -604,10 +604,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 n.parse().map_err(|_| "--sessions N (the first N sessions of each conversation)")?,
             );
         }
-        if let Some(n) = o.get("limit") {
-            let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
-            corpora.iter_mut().for_each(|c| c.questions.truncate(n));
-        }
+        limit_questions(&mut corpora, o.get("limit"))?;
         // A stratified subset: the first N questions of each category in each conversation (`--per-category 1` is
         // the documented real-model subset: 49 questions, every category in every conversation that has it).
         if let Some(n) = o.get("per-category") {
@@ -754,11 +751,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let category = o.get("category").map_or("1", String::as_str);
         let mut corpora = locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?;
         corpora.iter_mut().for_each(|c| c.questions.retain(|q| category == "all" || q.category == category));
-        // `--limit N`: the first N such questions of each conversation (a subset for a slow model).
-        if let Some(n) = o.get("limit") {
-            let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
-            corpora.iter_mut().for_each(|c| c.questions.truncate(n));
-        }
+        limit_questions(&mut corpora, o.get("limit"))?;
         let mut cache: HashMap<String, Value> = HashMap::new();
         if let Some(path) = o.get("cache").filter(|p| Path::new(p).exists()) {
             for line in
@@ -1213,6 +1206,15 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "conversation": corpus.id, "seconds": seconds, "report": report,
             "llm": stats.llm, "episodes": stats.distill.episodes, "facts": stats.distill.facts_active,
         }))
+    }
+
+    /// `--limit N`: keeps the first N questions of each conversation (a subset for a slow model).
+    fn limit_questions(corpora: &mut [EvalCorpus], limit: Option<&String>) -> Result<(), String> {
+        if let Some(n) = limit {
+            let n: usize = n.parse().map_err(|_| "--limit N (questions per conversation)")?;
+            corpora.iter_mut().for_each(|c| c.questions.truncate(n));
+        }
+        Ok(())
     }
 
     /// Keeps each conversation's first `n` sessions, and only the questions whose every evidence session is among
