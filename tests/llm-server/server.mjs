@@ -27,6 +27,12 @@
 //                               server). A cap that does not hold thoughts and answer cuts the reply there,
 //                               finish_reason "length".
 //   GET  /__log                 every request received on the chat endpoint: {path, headers, body, at}.
+//   GET  /__sent                every reply sent whole (its last byte written), in order: {phase, at}, where phase
+//                               is the distillation step the request's system prompt asks for ("segment", "narrate",
+//                               "merge", "predict", "distill", "consolidate") or "other".
+//   GET  /__wait?phase=P&count=N&timeoutMs=T   answers {sent: n} once N replies of phase P were sent whole (at
+//                               once if they already were), or 408 after T ms (default 30,000): a test that must
+//                               act right after a step's reply (crash the page as the step commits) waits here.
 //   GET  /__health              "ok".
 //   GET  /__fixture/locomo/N    {sampleId, conversation, questions} of LoCoMo sample N, read from ../shared/data/locomo (or
 //                               $LOCI_LOCOMO) at request time, for browser tests that cannot read files (the data
@@ -69,6 +75,20 @@ let queue = [];
 let log = [];
 let config = {};
 const sockets = new Set();
+// Replies sent whole, by distillation step (see /__sent, /__wait), and the waits on them.
+let sent = [];
+let sentWaits = [];
+const PHASES = [['{"groups"', "segment"], ['{"episodes"', "narrate"], ['{"merges"', "merge"],
+  ['{"predictions"', "predict"], ['{"facts"', "distill"], ['{"decisions"', "consolidate"]];
+function phaseOf(request) {
+  const system = (request.messages ?? []).filter((m) => m.role === "system").map((m) => m.content).join("\n");
+  return PHASES.find(([key]) => system.includes(key))?.[1] ?? "other";
+}
+const sentCount = (phase) => sent.filter((s) => s.phase === phase).length;
+function noteSent(phase) {
+  sent.push({ phase, at: Date.now() });
+  sentWaits = sentWaits.filter((w) => !w.check());
+}
 
 const STOP = new Set(["what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did", "have",
   "has", "had", "with", "that", "this", "from", "about", "into", "they", "their", "there", "were", "would", "could",
@@ -414,6 +434,25 @@ const server = http.createServer(async (req, res) => {
     }
     if (req.method === "GET" && path === "/__health") return send(res, 200, "ok");
     if (req.method === "GET" && path === "/__log") return send(res, 200, log);
+    if (req.method === "GET" && path === "/__sent") return send(res, 200, sent);
+    if (req.method === "GET" && path === "/__wait") {
+      const q = new URL(req.url, "http://x").searchParams;
+      const phase = q.get("phase") ?? "other";
+      const count = Number(q.get("count") ?? 1);
+      const wait = { check: () => {
+        if (sentCount(phase) < count) return false;
+        clearTimeout(wait.timer);
+        send(res, 200, { sent: sentCount(phase) });
+        return true;
+      } };
+      if (wait.check()) return;
+      wait.timer = setTimeout(() => {
+        sentWaits = sentWaits.filter((w) => w !== wait);
+        send(res, 408, { error: { message: `${sentCount(phase)} of ${count} ${phase} replies sent` } });
+      }, Number(q.get("timeoutMs") ?? 30_000));
+      sentWaits.push(wait);
+      return;
+    }
     const fixture = /^\/__fixture\/locomo\/([0-9]+)$/.exec(path);
     if (req.method === "GET" && fixture) {
       let data;
@@ -434,6 +473,7 @@ const server = http.createServer(async (req, res) => {
     if (req.method === "POST" && path === "/__reset") {
       queue = [];
       log = [];
+      sent = [];
       config = {};
       return send(res, 200, { ok: true });
     }
@@ -451,6 +491,8 @@ const server = http.createServer(async (req, res) => {
         return send(res, 400, { error: { message: "the request body is not JSON" } });
       }
       log.push({ path, headers: req.headers, body: request, at: Date.now() });
+      const phase = phaseOf(request);
+      res.on("finish", () => { if (res.statusCode === 200) noteSent(phase); });
       return await chat(req, res, request);
     }
     send(res, 404, { error: { message: `no route ${req.method} ${path}` } });

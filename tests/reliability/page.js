@@ -20,18 +20,51 @@ export function exchange(i) {
 }
 const sessionOf = (i) => `s${Math.floor(i / SESSION)}`;
 
+/**
+ * How many exchanges the call that starts at exchange `i` adds: `sizes` (a number, or one per session in turn),
+ * never past the end of `i`'s session. The crash test computes the same, to know which call was in flight.
+ */
+export function callSize(i, sizes = 1) {
+  const size = Array.isArray(sizes) ? sizes[Math.floor(i / SESSION) % sizes.length] : sizes;
+  return Math.max(1, Math.min(size, SESSION - (i % SESSION)));
+}
+
+/** The messages of exchanges `i..i + n`. */
+const exchanges = (i, n) => Array.from({ length: n }, (_, k) => exchange(i + k)).flat();
+
 window.reliability = {
-  async open(name, options = {}) {
+  /** Opens memory `name`; with `reportPhases`, each `onProgress` phase goes to the test (`window.phase`, a
+   * binding) as it happens. */
+  async open(name, { reportPhases, ...options } = {}) {
     await init();
+    if (reportPhases) options.onProgress = (e) => { window.phase(e.phase); };
     window.memory = await Memory.open({ name, embedder, ...options });
     return true;
   },
-  /** Adds exchanges `from..to` one call each, acknowledging each to the test once `addMessages` resolved. */
-  async ingest(from, to) {
-    for (let i = from; i < to; i++) {
-      await window.memory.addMessages(exchange(i), { session: sessionOf(i) });
-      await window.ack(i);
+  /** Adds exchanges `from..to`, `callSize(i, sizes)` per call (one by default), and acknowledges each exchange of a
+   * call to the test once its `addMessages` resolved (`window.ack(i)`, or the call's exchanges at once). */
+  async ingest(from, to, sizes = 1) {
+    for (let i = from; i < to; i += callSize(i, sizes)) {
+      const n = Math.min(callSize(i, sizes), to - i);
+      await window.memory.addMessages(exchanges(i, n), { session: sessionOf(i) });
+      await window.ack(n === 1 ? i : Array.from({ length: n }, (_, k) => i + k));
     }
+  },
+  /** As `ingest`, but a call that fails is counted by its error code and the next one goes on, until
+   * `window.stopIngest` is set (a follower tab whose leader goes: its calls in flight get LEADER_GONE). */
+  async ingestThrough(from, to, sizes = 1) {
+    const codes = {};
+    let i = from;
+    for (; i < to && !window.stopIngest; i += callSize(i, sizes)) {
+      const n = Math.min(callSize(i, sizes), to - i);
+      try {
+        await window.memory.addMessages(exchanges(i, n), { session: sessionOf(i) });
+        await window.ack(n === 1 ? i : Array.from({ length: n }, (_, k) => i + k));
+      } catch (e) {
+        codes[e.code ?? String(e)] = (codes[e.code ?? String(e)] ?? 0) + 1;
+      }
+    }
+    return { codes, next: i };
   },
   /** The items stored (from the export: every turn's tag), and the memory's counts. */
   async stored() {
