@@ -392,6 +392,41 @@ fn export_then_import_reproduces_the_memory_and_reimport_skips() {
     assert_eq!(block_on(c.import(&foreign, 0.0, |_, _| {})).unwrap_err().code(), "INVALID_INPUT");
 }
 
+/// A session too large for one call is imported in several writes (runs of `max_batch` turns). An import cut between
+/// them (a crash; here the store refuses every write after the first) leaves the session's first run; a re-run must
+/// complete it, as it completes the sessions not begun, rather than skip it as a session already there.
+#[test]
+fn an_import_cut_inside_a_large_session_is_completed_by_a_rerun() {
+    let config = MemoryConfig { limits: InputLimits { max_batch: 2, ..Default::default() }, ..Default::default() };
+    let mut a = open(MemStore::new(), config);
+    block_on(a.add_messages(&hiking()[..2], Some("hike"), 0.0)).unwrap();
+    block_on(a.add_messages(&hiking()[2..], Some("hike"), 0.0)).unwrap();
+    block_on(a.add_messages(&cooking(), Some("bread"), 0.0)).unwrap();
+    let doc = a.export(1.0);
+    assert_eq!(doc.sessions[0].turns.len(), 3, "over one call of 2");
+
+    let store = MemStore::new();
+    let mut b = open(store.clone(), config);
+    store.fail_writes_after(1);
+    assert!(block_on(b.import(&doc, 2.0, |_, _| {})).is_err(), "cut after the session's first run");
+    drop(b);
+    store.set_fail_writes(false);
+    let mut b = open(store.clone(), config);
+    assert_eq!(b.session_turns("hike").len(), 2, "the first run was committed");
+    let report = block_on(b.import(&doc, 3.0, |_, _| {})).unwrap();
+    assert_eq!((report.sessions_imported, report.sessions_skipped, report.turns_imported), (2, 0, 3));
+    assert_eq!(b.export(1.0).sessions, doc.sessions, "the re-run completed the cut session");
+    let again = block_on(b.import(&doc, 4.0, |_, _| {})).unwrap();
+    assert_eq!((again.sessions_imported, again.sessions_skipped, again.turns_imported), (0, 2, 0));
+
+    // A session that is not a beginning of the document's (the user wrote into it meanwhile) is skipped as before.
+    let mut c = open(MemStore::new(), config);
+    block_on(c.add_messages(&hiking()[1..], Some("hike"), 0.0)).unwrap();
+    let report = block_on(c.import(&doc, 5.0, |_, _| {})).unwrap();
+    assert_eq!((report.sessions_imported, report.sessions_skipped), (1, 1));
+    assert_eq!(c.session_turns("hike").len(), 2);
+}
+
 /// One turn (a poisoned one, say) can be forgotten: it is gone from the store, from recall and from its unit, whose
 /// other turn is embedded again alone; the rest of its session stays; a reopen sees the same.
 #[test]

@@ -8,7 +8,7 @@ use super::Memory;
 use crate::embed::{Runtime, MODEL_ID};
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::types::{InputLimits, MessageInput, TimeInput, TimeMs};
+use crate::types::{InputLimits, MessageInput, TimeInput, TimeMs, Turn, ValidMessage};
 
 /// Identifies the document type; `version` changes only with an incompatible layout.
 pub const EXPORT_FORMAT: &str = "loci-memory-export";
@@ -50,7 +50,8 @@ pub struct ExportTurn {
 }
 
 /// What an import did. Sessions whose id already exists are skipped, so re-running an interrupted import
-/// continues where it stopped instead of duplicating turns.
+/// continues where it stopped instead of duplicating turns; a session that holds only the beginning of the
+/// document's (an import cut inside a session too large for one write) is completed, and counted as imported.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportReport {
@@ -86,7 +87,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     }
 
     /// Adds the sessions of an exported document (validated as a whole first: a bad document stores nothing).
-    /// Each session is written in one transaction; `progress(done, total)` is called after each.
+    /// Each session is written in one transaction, unless it is over one call's limits (`max_batch` turns,
+    /// `max_call_chars` characters): then in runs of them, and a re-run after a cut between them adds the rest of it
+    /// (a session already there whose turns are the document's first ones). `progress(done, total)` is called after
+    /// each session.
     pub async fn import(
         &mut self,
         doc: &Export,
@@ -103,6 +107,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             )));
         }
         let mut batches = Vec::with_capacity(doc.sessions.len());
+        let mut stored_as = Vec::with_capacity(doc.sessions.len());
         for (i, s) in doc.sessions.iter().enumerate() {
             if s.id.trim().is_empty() || s.turns.is_empty() {
                 return Err(Error::invalid(format!("session {i} needs an id and at least one turn")));
@@ -118,29 +123,52 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                     role: None,
                 })
                 .collect();
+            // Each message as it would be stored (blank ones are skipped), with its position.
+            let mut valid = Vec::with_capacity(messages.len());
             for (j, m) in messages.iter().enumerate() {
                 if m.chars() > self.config.limits.max_call_chars {
                     return Err(Error::invalid(format!("session {:?}: message {j} is over the size limit", s.id)));
                 }
-                crate::types::validate_message(m, j, &self.config.limits)
-                    .map_err(|e| Error::invalid(format!("session {:?}: {e}", s.id)))?;
+                if let Some(v) = crate::types::validate_message(m, j, &self.config.limits)
+                    .map_err(|e| Error::invalid(format!("session {:?}: {e}", s.id)))?
+                {
+                    valid.push((j, v));
+                }
             }
             batches.push((s.id.as_str(), messages));
+            stored_as.push(valid);
         }
         let mut report = ImportReport::default();
         let total = batches.len();
-        for (done, (id, messages)) in batches.into_iter().enumerate() {
-            if self.session_index.contains_key(id) {
+        for (done, ((id, messages), valid)) in batches.into_iter().zip(stored_as).enumerate() {
+            let from = match self.session_index.contains_key(id) {
+                false => Some(0),
+                true => self.import_resumes_at(id, &valid),
+            };
+            let Some(from) = from else {
                 report.sessions_skipped += 1;
-            } else {
-                for chunk in call_sized(&messages, &self.config.limits) {
-                    report.turns_imported += self.add_messages(chunk, Some(id), now).await?.turn_ids.len();
-                }
-                report.sessions_imported += 1;
+                progress(done + 1, total);
+                continue;
+            };
+            for chunk in call_sized(&messages[from..], &self.config.limits) {
+                report.turns_imported += self.add_messages(chunk, Some(id), now).await?.turn_ids.len();
             }
+            report.sessions_imported += 1;
             progress(done + 1, total);
         }
         Ok(report)
+    }
+
+    /// Where the import of session `id` (already here), whose messages are stored as `valid` (position, message),
+    /// goes on: after the turns stored when they are the document's first ones and fewer (an import cut inside a
+    /// session written in several runs); `None` (skip it) otherwise, as when it is all there or was written to since.
+    fn import_resumes_at(&self, id: &str, valid: &[(usize, ValidMessage)]) -> Option<usize> {
+        let have = self.session_turns(id);
+        let same = |t: &Turn, v: &ValidMessage| {
+            t.speaker == v.speaker && t.text == v.text && t.caption == v.caption && v.time == Some(t.time)
+        };
+        let begun = !have.is_empty() && have.len() < valid.len();
+        (begun && have.iter().zip(valid).all(|(t, (_, v))| same(t, v))).then(|| valid[have.len()].0)
     }
 }
 

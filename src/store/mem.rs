@@ -27,6 +27,8 @@ struct Data {
 pub struct MemStore {
     data: Rc<RefCell<Data>>,
     fail_writes: Rc<RefCell<bool>>,
+    /// Writes left before they fail (see [`MemStore::fail_writes_after`]).
+    writes_left: Rc<RefCell<Option<usize>>>,
 }
 
 impl MemStore {
@@ -37,6 +39,25 @@ impl MemStore {
     /// Makes subsequent writes fail with a quota error (for tests of "nothing is lost or half-written").
     pub fn set_fail_writes(&self, fail: bool) {
         *self.fail_writes.borrow_mut() = fail;
+        *self.writes_left.borrow_mut() = None;
+    }
+
+    /// Lets `n` more writes commit, then fails every later one (a crash after the `n`th commit, for tests of what a
+    /// cut between writes leaves); `set_fail_writes(false)` ends it.
+    pub fn fail_writes_after(&self, n: usize) {
+        *self.writes_left.borrow_mut() = Some(n);
+    }
+
+    /// Whether this write fails, counting it against [`MemStore::fail_writes_after`].
+    fn refuses_write(&self) -> bool {
+        if let Some(left) = self.writes_left.borrow_mut().as_mut() {
+            if *left == 0 {
+                *self.fail_writes.borrow_mut() = true;
+            } else {
+                *left -= 1;
+            }
+        }
+        *self.fail_writes.borrow()
     }
 }
 
@@ -85,7 +106,7 @@ impl Store for MemStore {
     }
 
     async fn write(&self, batch: WriteBatch) -> Result<()> {
-        if *self.fail_writes.borrow() {
+        if self.refuses_write() {
             return Err(Error::QuotaExceeded("simulated quota error".into()));
         }
         let mut d = self.data.borrow_mut();

@@ -435,7 +435,9 @@ impl Memory {
     }
 
     /// Adds the sessions of an exported document (an object or its JSON text). The document is validated first
-    /// (a bad one stores nothing); sessions that already exist are skipped, so an interrupted import can be re-run.
+    /// (a bad one stores nothing); each session is stored whole or not at all, except one too large for a single
+    /// write (10,000 turns or 2,000,000 characters), stored in runs. Sessions that already exist are skipped, so an
+    /// interrupted import can be re-run: it adds the sessions it did not reach, and the rest of one it cut.
     #[wasm_bindgen(js_name = import, unchecked_return_type = "Promise<ImportReport>")]
     pub fn import(&self, #[wasm_bindgen(unchecked_param_type = "MemoryExport | string")] document: JsValue) -> Promise {
         let args = call_args(&[&document]);
