@@ -8,11 +8,12 @@
 //   nothing else is. At the end, recall ranks exactly as a memory built from the same turns without any crash.
 // - open: the populated memory's open cut as it resolves (the lexical index being built in the background) and as
 //   the index is kept (`indexed`); a new memory's first open cut as its schema is created (`storage`).
+// - upgrade: a schema-1 memory (as loci 0.1 wrote it) cut as this loci upgrades and migrates it at open.
 // - import: the ingest memory's export imported into a new memory, cut twice: each session is there whole or not
 //   at all (each is one transaction: what `import` promises), a re-run skips those and completes the rest, and the
 //   result equals the export.
 // - encrypted: the ingest series into a memory opened with a passphrase.
-// - changePassphrase: cut mid re-encryption: exactly one of the old and new passphrase opens it (the new one once
+// - changePassphrase: cut mid re-encryption, and right after it resolved: exactly one of the old and new passphrase opens it (the new one once
 //   the call resolved), and every acknowledged turn reads back.
 // - embedding: a pasted ~40,000-character document (addMessages resolves with a few windows embedded, the rest in
 //   the background) cut mid background embedding, twice: it is stored whole, the reopen goes on, and it ends with as
@@ -156,14 +157,16 @@ function crashed(name, kill) {
   if (kill) scenario(name).kills++;
 }
 let halfStored = 0;
+/** Exchanges found stored without an acknowledgement (their call was cut after its commit), by any check so far. */
+const foundUnacked = new Set();
 
 /**
  * What a reopen finds of the exchanges `lo..hi` (`items`: [exchange, turns stored]) against what was acknowledged:
  * acknowledged turns missing (counted as lost to `name`), exchanges with one turn, and stored exchanges never
  * acknowledged. `inflight` (the exchanges of the call cut by the crash) may be stored, whole or not at all; nothing
- * else unacknowledged may be, except `known` (found stored before).
+ * else unacknowledged may be, except `known` (found stored before: `foundUnacked`).
  */
-function reconcile(name, items, lo, hi, { inflight = [], known = new Set() } = {}) {
+function reconcile(name, items, lo, hi, { inflight = [], known = foundUnacked } = {}) {
   const counts = new Map(items.filter(([i]) => i >= lo && i < hi));
   let lost = 0;
   for (const i of acked) if (i >= lo && i < hi) lost += Math.max(0, 2 - (counts.get(i) ?? 0));
@@ -195,7 +198,6 @@ function inflightCall(resume, hi, sizes) {
  * `kill(point)`. Each reopen checks the cut. Resolves to the browser, the memory open.
  */
 async function ingestScenario(name, label, lo, hi, points, perPoint, options, kill) {
-  const known = new Set();
   let resume = lo;
   let inflight = [];
   const cuts = [];
@@ -203,7 +205,7 @@ async function ingestScenario(name, label, lo, hi, points, perPoint, options, ki
   for (let point = 0; point <= points; point++) {
     await open(b.page, name, options);
     const { items } = await stored(b.page);
-    const r = reconcile(label, items, lo, hi, { inflight, known });
+    const r = reconcile(label, items, lo, hi, { inflight });
     if (point > 0) cuts.push(r.cut ? "stored" : "not stored");
     resume = r.next;
     if (point === points) return b;
@@ -274,6 +276,76 @@ try {
   }
   console.log(`open: ${scenario("open").crash_points} crash points, nothing lost (${elapsed()})`);
 
+  // upgrade: a memory as loci 0.1 wrote it (schema 1: a record per turn and per unit, the unit's vectors inside it),
+  // opened by this loci, which migrates it into chunks in one transaction; the open is cut as storage opens (the
+  // schema upgrade, then the migration), twice. Whether each crash came before the migration committed is read
+  // from the raw database (its old stores are emptied by the migration).
+  const LEGACY = [160_000, 160_060];
+  await b.page.evaluate(([lo, hi]) => new Promise((ok, err) => {
+    const r = indexedDB.open("loci:legacy", 1);
+    r.onupgradeneeded = () => {
+      r.result.createObjectStore("meta");
+      for (const s of ["sessions", "turns", "units"]) r.result.createObjectStore(s, { keyPath: "id" });
+    };
+    r.onerror = () => err(r.error);
+    r.onsuccess = async () => {
+      const { exchange } = await import("/tests/reliability/page.js");
+      const db = r.result;
+      const tx = db.transaction(["meta", "sessions", "turns", "units"], "readwrite");
+      const n = hi - lo;
+      tx.objectStore("meta").put({ schema: 1, model: "sentence-transformers/all-MiniLM-L6-v2@int8", dim: 384,
+        unit_mode: "pair", next_turn: 2 * n + 1, next_unit: n + 1 }, "meta");
+      const sessions = new Map();
+      for (let k = 0; k < n; k++) {
+        const session = `s${Math.floor((lo + k) / 10)}`;
+        const turns = exchange(lo + k).map((t, j) => ({ id: 2 * k + 1 + j, session, seq: 2 * (k % 10) + j,
+          speaker: t.speaker, text: t.content, time: t.time, ingested: t.time }));
+        turns.forEach((t) => tx.objectStore("turns").put(t));
+        const vectors = new Float32Array(384).map((_, d) => Math.sin(k * 7 + d));
+        const norm = Math.hypot(...vectors);
+        tx.objectStore("units").put({ id: k + 1, session, turnIds: turns.map((t) => t.id),
+          vectors: vectors.map((x) => x / norm) });
+        const s = sessions.get(session) ?? { id: session, firstTime: turns[0].time, lastTime: 0, turnCount: 0 };
+        s.lastTime = turns[1].time;
+        s.turnCount += 2;
+        sessions.set(session, s);
+      }
+      sessions.forEach((s) => tx.objectStore("sessions").put(s));
+      tx.oncomplete = () => { db.close(); ok(); };
+      tx.onerror = () => err(tx.error);
+    };
+  }), LEGACY);
+  for (let i = LEGACY[0]; i < LEGACY[1]; i++) acked.add(i); // committed by the old loci
+  const migrated = [];
+  for (const point of [0, 1]) {
+    let hit;
+    const heard = new Promise((r) => { hit = r; });
+    onPhase = (phase) => { if (phase === "storage") hit(); };
+    const opening = open(b.page, "legacy", { reportPhases: true }).catch(() => {});
+    await withTimeout(heard, 30_000);
+    await sleep(random() * 30);
+    b = await crash(b, point === 1);
+    await opening;
+    crashed("upgrade", point === 1);
+    onPhase = () => {};
+    migrated.push(await b.page.evaluate(() => new Promise((ok) => {
+      const r = indexedDB.open("loci:legacy");
+      r.onsuccess = () => {
+        const db = r.result;
+        if (!db.objectStoreNames.contains("vectors")) { db.close(); return ok("not upgraded"); }
+        const count = db.transaction("turns").objectStore("turns").count();
+        count.onsuccess = () => { db.close(); ok(count.result ? "upgraded, not migrated" : "migrated"); };
+      };
+    })));
+  }
+  await open(b.page, "legacy");
+  const legacy = await stored(b.page);
+  reconcile("upgrade", legacy.items, ...LEGACY);
+  assert.deepEqual([legacy.turns, legacy.units, legacy.vectors], [120, 60, 60], "upgrade: every turn and unit, migrated");
+  countAcked("upgrade", ...LEGACY);
+  await close(b.page);
+  console.log(`upgrade: after each crash the database was ${migrated.join("; ")}; then opened whole (${elapsed()})`);
+
   // import: the ingest memory's export, imported into a new memory, cut twice, then completed.
   await open(b.page, "crash");
   const doc = await b.page.evaluate(async () => (await window.reliability.stored()).doc);
@@ -343,7 +415,9 @@ try {
     const tag = `rekey-${point}`;
     b.page.evaluate(([a, z, t]) => window.memory.changePassphrase(a, z).then(() => window.ack(t)),
       [PASS[current], PASS[next], tag]).catch(() => {});
-    await sleep(random() * 800);
+    // The first mid-way; the second as soon as it resolved (the new passphrase must open it then).
+    if (point === 0) await sleep(random() * 300);
+    else await until(() => ackedOther.has(tag), 30_000, "changePassphrase resolved");
     const kill = point === 1;
     b = await crash(b, kill);
     crashed("changePassphrase", kill);
@@ -429,6 +503,7 @@ try {
   await b.page.evaluate(([a, z]) => window.reliability.ingest(a, z, 10), FORGET);
   await close(b.page);
   const forgetIds = Array.from({ length: (FORGET[1] - FORGET[0]) / SESSION }, (_, k) => `s${FORGET[0] / SESSION + k}`);
+  const cutAndGone = new Set(); // sessions whose forget was cut by a crash after it committed
   const forgetState = async (page, inflight) => {
     const { items, turns, units, vectors } = await stored(page);
     assert.equal(turns, 2 * items.length, "forget: the memory counts the turns stored");
@@ -439,12 +514,13 @@ try {
     for (const [i, c] of items) by.set(`s${Math.floor(i / SESSION)}`, (by.get(`s${Math.floor(i / SESSION)}`) ?? 0) + c);
     for (const id of forgetIds) {
       const turns = by.get(id) ?? 0;
-      if (ackedOther.has(`forgot:${id}`)) {
-        assert.equal(turns, 0, `forget: ${id}'s forget resolved: gone`);
+      if (ackedOther.has(`forgot:${id}`) || cutAndGone.has(id)) {
+        assert.equal(turns, 0, `forget: ${id}'s forget resolved (or was found committed): gone`);
         assert.ok(!sessions.includes(id), `forget: ${id} is not listed`);
       } else if (id === inflight) {
         assert.ok(turns === 0 || turns === 2 * SESSION, `forget: ${id}, cut, is whole or gone (${turns})`);
         assert.equal(sessions.includes(id), turns > 0, `forget: ${id} listed as it is stored`);
+        if (turns === 0) cutAndGone.add(id);
       } else {
         scenario("forget").turns_lost += 2 * SESSION - turns;
         assert.equal(turns, 2 * SESSION, `forget: ${id} is whole`);
@@ -475,11 +551,12 @@ try {
     await close(b.page);
   }
   await quit(b);
-  const forgotten = forgetIds.filter((id) => ackedOther.has(`forgot:${id}`)).length;
+  const forgotten = forgetIds.filter((id) => ackedOther.has(`forgot:${id}`) || cutAndGone.has(id)).length;
   assert.ok(forgotten > 0 && left.length > 0, `forget: the crashes cut the series (${forgotten} forgotten)`);
   // Acknowledged and still to be found: the exchanges of the sessions left.
   scenario("forget").turns_acknowledged += 2 * SESSION * left.length;
-  console.log(`forget: ${forgotten} sessions forgotten, ${left.length} left whole (${elapsed()})`);
+  console.log(`forget: ${forgotten} sessions forgotten (${cutAndGone.size} by a forget cut after its commit), ` +
+    `${left.length} left whole (${elapsed()})`);
 
   // hand-over: a follower tab adds while its leader's renderer crashes; twice.
   const HAND = [300_000, 400_000];
