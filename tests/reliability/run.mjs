@@ -48,7 +48,8 @@ const run = (title, cmd, args, out, env = {}) => {
   if (r.status !== 0) failed = true;
   if (existsSync(out)) Object.assign(counts, JSON.parse(readFileSync(out, "utf8")));
 };
-run("crashes (renderer crash and browser kill, mid-ingest and mid-distillation)", "node",
+run("crashes (renderer crash and browser kill: ingest, open, upgrade, import, encryption, re-keying, embedding, forget, " +
+  "hand-over, distillation)", "node",
   ["tests/reliability/crash.test.mjs", "--json", join(dir, "crash.json")], join(dir, "crash.json"));
 run("injected storage faults", "node", ["tests/reliability/faults.test.mjs", "--json", join(dir, "faults.json")],
   join(dir, "faults.json"));
