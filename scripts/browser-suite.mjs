@@ -73,7 +73,9 @@ function runOnce({ name, env, cwd, startLimitMs, knockEveryMs }) {
   return new Promise((settle) => {
     const stopKnocking = knockOnTheTestServer(env.WASM_BINDGEN_TEST_ADDRESS, knockEveryMs);
     // Its own process group, so that a stalled run is stopped with the chromedriver and Chromium it started.
-    const child = spawn("cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name], {
+    // LOCI_SUITE_FILTER: run only the suite's tests whose names contain it (while working on one).
+    const filter = process.env.LOCI_SUITE_FILTER ? ["--", process.env.LOCI_SUITE_FILTER] : [];
+    const child = spawn("cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name, ...filter], {
       cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true,
     });
     const killGroup = () => { try { process.kill(-child.pid, "SIGKILL"); } catch { /* already gone */ } };

@@ -23,6 +23,25 @@ const BREAD: &str = r#"[
   {"role": "assistant", "content": "Congratulations! How long did the dough proof?", "time": "2023-06-01T09:01:00Z"}
 ]"#;
 
+/// In the browser the tokenizer's NFD is the platform's `String.normalize` (src/text/wordpiece.rs): it must give
+/// HuggingFace's ids on the hard strings (accents, Hangul, compatibility characters, marks) as the native
+/// tokenizer does (`tests/tokenizer_parity.rs` writes and checks the fixture).
+#[wasm_bindgen_test]
+async fn the_tokenizer_gives_huggingface_ids_in_the_browser() {
+    let tokenizer = fetch_text("/www/assets/model/tokenizer.json").await.unwrap();
+    let tokenizer = loci::text::WordPiece::from_tokenizer_json(&tokenizer).unwrap();
+    let fixture: Vec<serde_json::Value> =
+        serde_json::from_str(&fetch_text("/tests/fixtures/tokenizer_hard.json").await.unwrap()).unwrap();
+    assert!(fixture.len() >= 40, "{} strings", fixture.len());
+    let accented = fixture.iter().filter(|case| !case["text"].as_str().unwrap().is_ascii()).count();
+    assert!(accented >= 25, "the non-ASCII path is exercised ({accented} strings)");
+    for case in &fixture {
+        let text = case["text"].as_str().unwrap();
+        let expected: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        assert_eq!(tokenizer.encode(text), expected, "{text:?}");
+    }
+}
+
 #[wasm_bindgen_test]
 async fn indexeddb_round_trip() {
     delete("t-idb").await;

@@ -127,3 +127,31 @@ fn matches_huggingface_tokenizers() {
     println!("tokenizer parity: {} strings compared, all identical", strings.len());
     assert!(strings.len() >= 1000, "only {} strings compared", strings.len());
 }
+
+/// The ids HuggingFace gives for [`HARD`] (and the over-long words), kept for `tests/browser.rs`, which checks that
+/// the tokenizer gives them in the browser too: there NFD is the platform's `String.normalize`, not the
+/// unicode-normalization crate (see `src/text/wordpiece.rs`). `LOCI_WRITE_FIXTURES=1` rewrites the file.
+#[test]
+fn the_browser_fixture_holds_huggingface_ids() {
+    let path = tokenizer_path();
+    let mut hf = tokenizers::Tokenizer::from_file(&path).expect("HuggingFace parses tokenizer.json");
+    hf.with_truncation(None).expect("disable truncation");
+    hf.with_padding(None);
+    let mut strings: Vec<String> = HARD.iter().map(|s| s.to_string()).collect();
+    strings.push("x".repeat(100) + " " + &"y".repeat(101) + " " + &"ab".repeat(60));
+    let expected: Vec<Value> = strings
+        .iter()
+        .map(|s| {
+            let ids = hf.encode(s.as_str(), false).expect("HuggingFace encodes").get_ids().to_vec();
+            serde_json::json!({ "text": s, "ids": ids })
+        })
+        .collect();
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer_hard.json");
+    if std::env::var_os("LOCI_WRITE_FIXTURES").is_some() {
+        let lines: Vec<String> = expected.iter().map(|case| serde_json::to_string(case).unwrap()).collect();
+        std::fs::write(&fixture, format!("[\n{}\n]\n", lines.join(",\n"))).expect("write the fixture");
+    }
+    let kept: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&fixture).expect("read the fixture"))
+        .expect("the fixture parses");
+    assert_eq!(kept, expected, "tests/fixtures/tokenizer_hard.json is stale: LOCI_WRITE_FIXTURES=1 rewrites it");
+}

@@ -14,7 +14,6 @@ use rustc_hash::FxHashMap;
 
 use serde::Deserialize;
 use unicode_categories::UnicodeCategories;
-use unicode_normalization::UnicodeNormalization;
 
 use crate::{Error, Result};
 
@@ -220,7 +219,7 @@ impl WordPiece {
         }
         if n.strip_accents.unwrap_or(n.lowercase) {
             // NFD also splits Hangul syllables into jamo, which the vocab then matches one by one.
-            s = s.nfd().filter(|c| !c.is_mark_nonspacing()).collect();
+            s = canonical_decomposition(&s).chars().filter(|c| !c.is_mark_nonspacing()).collect();
         }
         if n.lowercase {
             s = s.chars().flat_map(char::to_lowercase).collect();
@@ -288,6 +287,21 @@ impl WordPiece {
             }
         }
     }
+}
+
+/// NFD (canonical decomposition). In the browser it is the platform's own `String.prototype.normalize` (ICU): the
+/// unicode-normalization crate links its compatibility tables beside the canonical ones (its decomposer picks the
+/// table at run time), ~100 KB of the wasm for a step only non-ASCII text takes. `tests/browser.rs` checks the
+/// browser's ids against HuggingFace's on the same hard strings as `tests/tokenizer_parity.rs`.
+#[cfg(target_arch = "wasm32")]
+fn canonical_decomposition(s: &str) -> String {
+    js_sys::JsString::from(s).normalize("NFD").into()
+}
+
+/// NFD (canonical decomposition), natively by the unicode-normalization crate.
+#[cfg(not(target_arch = "wasm32"))]
+fn canonical_decomposition(s: &str) -> String {
+    unicode_normalization::UnicodeNormalization::nfd(s).collect()
 }
 
 /// Cuts `text` at added tokens, leftmost-longest like HuggingFace's Aho-Corasick matcher. There are only a few
