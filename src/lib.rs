@@ -13,6 +13,7 @@ pub mod index;
 pub mod llm;
 pub mod memory;
 pub mod recall;
+mod sort;
 pub mod store;
 pub mod text;
 pub mod types;

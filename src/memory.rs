@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::index::vectors::Precision;
 use crate::index::{Bm25Index, VectorIndex};
 use crate::recall::{self, RecallMethod};
+use crate::sort;
 use crate::store::{Meta, Store, StoredUnit, WriteBatch, SCHEMA_VERSION};
 use crate::types::{format_time, validate_message, InputLimits, MessageInput, Session, TimeMs, Turn, Unit, UnitMode};
 
@@ -381,7 +382,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         mut units: Vec<StoredUnit>,
         block: Option<crate::store::RowBlock>,
     ) {
-        sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
+        sort::sort_by(&mut sessions, |a, b| a.first_time.total_cmp(&b.first_time).then(a.id.cmp(&b.id)));
         for s in sessions {
             self.upsert_session(s);
         }
@@ -928,11 +929,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .unzip();
         let mut order: Vec<usize> = (0..sessions.len()).collect();
         if options.chronological {
-            order.sort_by(|&a, &b| sessions[a].first_time.total_cmp(&sessions[b].first_time));
+            sort::sort_by(&mut order, |&a, &b| sessions[a].first_time.total_cmp(&sessions[b].first_time));
         }
         let context = order.iter().map(|&i| rendered[i].as_str()).collect::<Vec<_>>().join("\n\n");
         let context_tokens = self.embedder.tokenizer().encode(&context).len();
-        sessions.iter_mut().for_each(|s| s.units.sort_by(|a, b| b.score.total_cmp(&a.score)));
+        sessions.iter_mut().for_each(|s| sort::sort_by(&mut s.units, |a, b| b.score.total_cmp(&a.score)));
         RecallResult { query: query.into(), expansion: None, sessions, context, context_tokens, device: self.device() }
     }
 
@@ -969,7 +970,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Sessions, oldest first.
     pub fn sessions(&self) -> Vec<Session> {
         let mut s = self.sessions.clone();
-        s.sort_by(|a, b| a.first_time.total_cmp(&b.first_time));
+        sort::sort_by(&mut s, |a, b| a.first_time.total_cmp(&b.first_time));
         s
     }
 

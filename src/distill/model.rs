@@ -2,6 +2,7 @@
 //! turns) as one [`DistillWrite`] that cuts every link. The records themselves are the data model
 //! (`crate::types::distilled`), re-exported here.
 
+use crate::sort;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 pub use crate::types::distilled::*;
@@ -25,7 +26,7 @@ impl DistillState {
             }
         }
         let mut out: Vec<Fact> = seen.iter().filter_map(|f| self.facts.get(f)).cloned().collect();
-        out.sort_by(|a, b| a.ingested.total_cmp(&b.ingested).then(a.id.cmp(&b.id)));
+        sort::sort_by(&mut out, |a, b| a.ingested.total_cmp(&b.ingested).then(a.id.cmp(&b.id)));
         out
     }
 

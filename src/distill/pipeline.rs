@@ -15,6 +15,7 @@ use crate::llm::fit::{cap_text, chat_json_fitted, input_budget, prompt_tokens, C
 use crate::llm::prompts::distill as p;
 use crate::llm::structured::Structured;
 use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters};
+use crate::sort;
 use crate::types::{format_time, parse_time, TimeInput, TimeMs, Turn};
 
 /// The LLM steps, for counters.
@@ -213,7 +214,7 @@ fn event_time(date: &str, fallback: TimeMs) -> TimeMs {
 
 fn nearest<'a, T>(v: &[f32], items: impl Iterator<Item = (&'a [f32], T)>, k: usize, floor: f32) -> Vec<(f32, T)> {
     let mut scored: Vec<(f32, T)> = items.map(|(x, t)| (cosine(v, x), t)).filter(|(s, _)| *s >= floor).collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    sort::sort_by(&mut scored, |a, b| b.0.total_cmp(&a.0));
     scored.truncate(k);
     scored
 }
@@ -387,7 +388,7 @@ async fn narrate_job(
         }
     }
     let mut merged: Vec<Episode> = merged.into_values().collect();
-    merged.sort_by_key(|e| e.id);
+    sort::sort_by_key(&mut merged, |e| e.id);
     if !merged.is_empty() {
         let vectors = embed.embed_texts(&merged.iter().map(Episode::embed_text).collect::<Vec<_>>()).await?;
         for (e, v) in merged.iter_mut().zip(vectors) {
@@ -653,7 +654,7 @@ async fn distill_job(
         }
     }
     let mut old: Vec<Fact> = old.into_values().collect();
-    old.sort_by_key(|f| f.id);
+    sort::sort_by_key(&mut old, |f| f.id);
     w.facts = old.into_iter().chain(fresh).collect();
     Ok(w)
 }

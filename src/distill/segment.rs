@@ -37,7 +37,7 @@ pub fn repair(raw: &[Vec<i64>], n: usize) -> (Vec<Vec<usize>>, usize) {
             groups.push(out);
         }
     }
-    groups.sort_by_key(|g| g[0]);
+    crate::sort::sort_by_key(&mut groups, |g| g[0]);
     (groups, dropped)
 }
 

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::sort;
 use crate::text::WordPiece;
 
 /// Identifies the model whose vectors a database holds; a database built with another model is refused.
@@ -246,7 +247,7 @@ impl<R: Runtime> Embedder<R> {
     /// order. Sorted by length and batched, so padding stays small.
     pub async fn embed_token_windows(&mut self, windows: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
         let mut order: Vec<usize> = (0..windows.len()).collect();
-        order.sort_by_key(|&i| windows[i].len());
+        sort::sort_by_key(&mut order, |&i| windows[i].len());
         let lengths: Vec<usize> = order.iter().map(|&i| windows[i].len()).collect();
         let mut vectors: Vec<Option<Vec<f32>>> = vec![None; windows.len()];
         let mut start = 0;

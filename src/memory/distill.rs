@@ -17,6 +17,7 @@ use crate::distill::{
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::llm::{AbortSignal, Llm};
+use crate::sort;
 use crate::store::{Store, StoredUnit, WriteBatch};
 use crate::text::single_line;
 use crate::types::{format_time, TimeMs, Turn};
@@ -233,7 +234,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .filter_map(|id| self.turns.get(id).map(|t| t.session.to_string()))
             .filter(|s| s != session)
             .collect();
-        ended.sort();
+        ended.sort_unstable();
         ended.dedup();
         let mut queue = |work: JobKind, meta: &mut crate::distill::DistillMeta| {
             w.jobs.push(crate::distill::pipeline::new_job(&mut meta.next_job, work, now));
@@ -289,7 +290,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .iter()
             .filter_map(|id| self.turns.get(id).map(|t| t.session.to_string()))
             .collect();
-        sessions.sort();
+        sessions.sort_unstable();
         sessions.dedup();
         let mut w = DistillWrite::default();
         let mut meta = self.distill.meta.clone();
@@ -534,7 +535,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             }
         }
         let mut ranked: Vec<(String, f32)> = best.into_iter().map(|(s, score)| (s.to_string(), score)).collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        sort::sort_by(&mut ranked, |a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         ranked
     }
 
@@ -542,7 +543,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     pub fn episodes(&self) -> Vec<Episode> {
         let mut out: Vec<Episode> =
             self.distill.episodes.values().map(|e| without_vector(e, |e| e.vector.clear())).collect();
-        out.sort_by(|a, b| a.time.total_cmp(&b.time).then(a.id.cmp(&b.id)));
+        sort::sort_by(&mut out, |a, b| a.time.total_cmp(&b.time).then(a.id.cmp(&b.id)));
         out
     }
 
@@ -700,14 +701,14 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             .values()
             .map(|e| Scored { score: cosine(&q, &e.vector), item: without_vector(e, |e| e.vector.clear()) })
             .collect();
-        episodes.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.item.id.cmp(&b.item.id)));
+        sort::sort_by(&mut episodes, |a, b| b.score.total_cmp(&a.score).then(a.item.id.cmp(&b.item.id)));
         episodes.truncate(options.episodes);
         let mut facts: Vec<Scored<Fact>> = self
             .distill
             .active_facts()
             .map(|f| Scored { score: cosine(&q, &f.vector), item: without_vector(f, |f| f.vector.clear()) })
             .collect();
-        facts.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.item.id.cmp(&b.item.id)));
+        sort::sort_by(&mut facts, |a, b| b.score.total_cmp(&a.score).then(a.item.id.cmp(&b.item.id)));
         facts.truncate(options.facts);
         let mut parts = Vec::new();
         if !facts.is_empty() {

@@ -15,6 +15,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use crate::index::bm25;
 use crate::llm::fit::cap_text;
+use crate::sort;
 
 /// Texts at most this long are cut at their end ([`cap_text`]): too short to hold passages worth choosing between.
 const MIN_EXCERPTED_CHARS: usize = 400;
@@ -69,7 +70,7 @@ impl<'t> Excerpt<'t> {
         let chars: Vec<usize> = passages.iter().map(|r| text[r.clone()].trim().chars().count()).collect();
 
         let mut hits: Vec<usize> = (0..passages.len()).filter(|&i| score[i] > 0.0).collect();
-        hits.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        sort::sort_by(&mut hits, |&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
         // The best hit, then the opening (shown first, as it comes first), then the other hits.
         let mut preference = Vec::with_capacity(passages.len());
         preference.push(hits[0]);
@@ -87,7 +88,7 @@ impl<'t> Excerpt<'t> {
                 (i, distance, after)
             })
             .collect();
-        rest.sort_by_key(|&(i, d, after)| (d, !after, i));
+        sort::sort_by_key(&mut rest, |&(i, d, after)| (d, !after, i));
         preference.extend(rest.into_iter().map(|(i, _, _)| i));
         Some(Excerpt { text, passages, chars, preference, best: hits[0] })
     }

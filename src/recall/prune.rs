@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::llm::prompts::{QdpReply, QdpSession};
+use crate::sort;
 use crate::types::TimeMs;
 
 /// How recalled sessions are pruned.
@@ -147,11 +148,11 @@ fn header(s: &PruneSession) -> String {
 fn order(sessions: &[PruneSession], chronological: bool) -> Vec<usize> {
     let mut order: Vec<usize> = (0..sessions.len()).collect();
     if chronological {
-        order.sort_by(|&a, &b| {
+        sort::sort_by(&mut order, |&a, &b| {
             sessions[a].time.total_cmp(&sessions[b].time).then(sessions[a].rank.cmp(&sessions[b].rank))
         });
     } else {
-        order.sort_by_key(|&i| sessions[i].rank);
+        sort::sort_by_key(&mut order, |&i| sessions[i].rank);
     }
     order
 }
@@ -222,7 +223,7 @@ pub fn extractive(
 
     let mut units: Vec<(usize, &ScoredUnit)> =
         sessions.iter().enumerate().flat_map(|(i, s)| s.units.iter().map(move |u| (i, u))).collect();
-    units.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(sessions[a.0].rank.cmp(&sessions[b.0].rank)));
+    sort::sort_by(&mut units, |a, b| b.1.score.total_cmp(&a.1.score).then(sessions[a.0].rank.cmp(&sessions[b.0].rank)));
 
     let mut kept: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); sessions.len()];
     let mut used = 0usize;

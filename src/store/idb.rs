@@ -39,6 +39,7 @@ use super::{
 };
 use crate::embed::DIM;
 use crate::error::{Error, Result};
+use crate::sort;
 use crate::types::bytes::{u32s, ByteReader};
 use crate::types::distilled::{DistillMeta, DistillRecords, DistillWrite, Episode, Fact, Job};
 use crate::types::{Session, Turn, Turns, Unit};
@@ -905,7 +906,7 @@ impl IdbStore {
         };
         let mut sessions: Vec<Session> = open_each(sealer, SESSIONS, "session", sessions, &mut quarantined).await;
         // Keyed by their ids' hashes: back in id order, as a plaintext memory reads them.
-        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        sort::sort_by(&mut sessions, |a, b| a.id.cmp(&b.id));
         let block = Some(block.unwrap_or_default());
         turns.sort(); // sealed chunks are keyed by hashes, and migrated turns join the rest
         Ok(Snapshot { meta, sessions, turns, units, block, distill, quarantined })
