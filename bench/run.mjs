@@ -16,6 +16,7 @@ import { loadavg, cpus } from "node:os";
 import { chromium } from "playwright-core";
 import { serve } from "../scripts/serve.mjs";
 import { chatTurns, questions } from "./turns.mjs";
+import { contributorLines, wasmContributors } from "./wasm-size.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);
@@ -42,15 +43,24 @@ const run = (cmd, args, env = {}) => {
 const log = (...a) => console.error("[bench]", ...a);
 
 // 1. Builds: the package as shipped (for its size) and the bench variant the page loads.
+const wasmOptFeatures = ["--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",
+  "--enable-reference-types", "--enable-multivalue", "--enable-mutable-globals", "--enable-simd"];
+let contributors = null;
 if (!flag("--skip-build")) {
   run("node", ["scripts/build.mjs"]);
+  // The package's wasm again, with its function names kept (`-g`), for what its size is made of.
+  const named = join(root, "target", "wasm-size");
+  run("wasm-bindgen", ["--target", "web", "--out-dir", named, "--out-name", "loci",
+    join("target", "wasm32-unknown-unknown", "wasm-release", "loci.wasm")]);
+  run(join(root, "node_modules", ".bin", "wasm-opt"), ["-Oz", "-g", ...wasmOptFeatures,
+    join(named, "loci_bg.wasm"), "-o", join(named, "loci_bg.wasm")]);
+  contributors = wasmContributors(join(named, "loci_bg.wasm"));
   run("cargo", ["build", "--lib", "--profile", "wasm-release", "--target", "wasm32-unknown-unknown", "--features", "bench"]);
   run("wasm-bindgen", ["--target", "web", "--out-dir", "bench/pkg", "--out-name", "loci",
     join("target", "wasm32-unknown-unknown", "wasm-release", "loci.wasm")]);
   const wasmOpt = join(root, "node_modules", ".bin", "wasm-opt");
   const w = join(root, "bench", "pkg", "loci_bg.wasm");
-  run(wasmOpt, ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",
-    "--enable-reference-types", "--enable-multivalue", "--enable-mutable-globals", "--enable-simd", w, "-o", w]);
+  run(wasmOpt, ["-Oz", ...wasmOptFeatures, w, "-o", w]);
 }
 const wasmBytes = readFileSync(join(root, "pkg", "loci_bg.wasm"));
 const wasmGzip = gzipSync(wasmBytes, { level: 9 }).length;
@@ -130,6 +140,12 @@ const browser = await chromium.launch({
     "--disable-sync", "--no-first-run", "--disable-quic", "--enable-precise-memory-info", "--js-flags=--expose-gc"],
 });
 const out = { wasm_gzip_bytes: wasmGzip, wasm_bytes: wasmBytes.length };
+if (contributors) {
+  out.wasm_code_bytes = contributors.code_bytes;
+  out.wasm_data_bytes = contributors.data_bytes;
+  out.wasm_code_by_crate = contributors.crates.map((c) => [c.crate, c.bytes]);
+  out.wasm_largest_functions = contributors.largest.map((f) => [f.name, f.bytes]);
+}
 const rows = [];
 const peerTables = [];
 let failed = false;
@@ -463,6 +479,7 @@ for (const k of ["10k", "100k"]) {
       `peer (${out[`open_best_peer_${k}`]}) — targets ≥ 3 at 100k`);
   }
 }
+if (contributors) console.log(`\nloci wasm: ${wasmGzip} B gzipped; what it is made of\n${contributorLines(contributors).join("\n")}`);
 console.log(`load average (1 min) before/after: ${out.load_avg_1m.before} / ${out.load_avg_1m.after} on ${cpus().length} cores`);
 if (jsonPath) {
   writeFileSync(resolve(jsonPath), JSON.stringify(out, null, 2) + "\n");
