@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use serde::de::DeserializeOwned;
 
-use super::structured::{chat_json, Structured};
+use super::structured::{chat_json_parsed, parser_into, take_parsed, ReplyParser, Structured};
 use super::{ChatMessage, Llm, LlmRequest};
 use crate::error::{Error, Result};
 
@@ -105,6 +105,19 @@ pub async fn chat_json_fitted_first<T: DeserializeOwned>(
     builds: &[&dyn Fn(usize) -> Vec<ChatMessage>],
     count: Count<'_>,
 ) -> Result<Structured<T>> {
+    let mut slot = None;
+    let s = chat_json_fitted_parsed(llm, request, builds, count, &mut parser_into(&mut slot)).await?;
+    take_parsed(s, slot)
+}
+
+/// [`chat_json_fitted_first`] for any reply type: `parse` reads each reply (see [`ReplyParser`]).
+async fn chat_json_fitted_parsed(
+    llm: &dyn Llm,
+    request: &LlmRequest,
+    builds: &[&dyn Fn(usize) -> Vec<ChatMessage>],
+    count: Count<'_>,
+    parse: &mut ReplyParser<'_>,
+) -> Result<Structured<()>> {
     // The reply may take at most a quarter of the window: the prompt needs the rest.
     let max_tokens = request.max_tokens.map(|m| m.min((llm.context_tokens() / 4) as u32));
     let request = &LlmRequest { max_tokens, ..request.clone() };
@@ -120,7 +133,7 @@ pub async fn chat_json_fitted_first<T: DeserializeOwned>(
             ))
         })?;
         let attempt = LlmRequest { messages: build(cap), ..request.clone() };
-        match chat_json::<T>(llm, &attempt).await {
+        match chat_json_parsed(llm, &attempt, parse).await {
             Err(Error::LlmContextExceeded(_)) if shrunk < SHRINK_RETRIES => {
                 shrunk += 1;
                 budget = prompt_tokens(&attempt.messages, count) / 2;

@@ -244,6 +244,44 @@ pub fn partial_string_field(partial: &str, key: &str) -> Option<String> {
 
 /// Sends `request` (JSON mode forced) and parses the reply as a `T`; on failure asks once more with the error.
 pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest) -> Result<Structured<T>> {
+    let mut slot = None;
+    let s = chat_json_parsed(llm, request, &mut parser_into(&mut slot)).await?;
+    take_parsed(s, slot)
+}
+
+/// Parses a reply's text (`truncated`: cut at the output cap) as the reply type `T`, into the caller's `slot`:
+/// returns how many repairs it took (0, or 1 for a cut reply closed after its last complete part), or why the text
+/// is not the JSON asked for. The LLM round trips around it ([`chat_json_parsed`]) are the same for every reply
+/// type, so they are written once, not once per `T` inlined in each caller (in wasm that was most of a
+/// distillation job's code).
+pub type ReplyParser<'a> = dyn FnMut(&str, bool) -> std::result::Result<u32, String> + 'a;
+
+/// The [`ReplyParser`] of `T`, keeping the value in `slot`.
+pub fn parser_into<T: DeserializeOwned>(
+    slot: &mut Option<T>,
+) -> impl FnMut(&str, bool) -> std::result::Result<u32, String> + '_ {
+    move |text, truncated| {
+        let (value, repaired) = parse_reply::<T>(text).map(|v| (v, 0)).or_else(|e| match truncated {
+            true => repair_truncated::<T>(text).map(|v| (v, 1)).ok_or(e),
+            false => Err(e),
+        })?;
+        *slot = Some(value);
+        Ok(repaired)
+    }
+}
+
+/// The value a [`ReplyParser`] kept, in the cost record of the calls that produced it.
+pub fn take_parsed<T>(s: Structured<()>, slot: Option<T>) -> Result<Structured<T>> {
+    let value = slot.ok_or_else(|| Error::LlmBadReply("a parsed reply left no value".into()))?;
+    Ok(s.map(|()| value))
+}
+
+/// [`chat_json`] for any reply type: `parse` reads each reply.
+pub async fn chat_json_parsed(
+    llm: &dyn Llm,
+    request: &LlmRequest,
+    parse: &mut ReplyParser<'_>,
+) -> Result<Structured<()>> {
     let mut request = LlmRequest { json: true, ..request.clone() };
     let mut usage = Usage::default();
     let mut latency_ms = 0.0;
@@ -256,14 +294,18 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
         truncated += reply.truncated as u32;
         // A reply cut at the output cap (often a small model looping on one sentence) is closed after its last
         // complete part rather than paid for again.
-        let parsed = parse_reply::<T>(&reply.text).map(|v| (v, 0)).or_else(|e| match reply.truncated {
-            true => repair_truncated::<T>(&reply.text).map(|v| (v, 1)).ok_or(e),
-            false => Err(e),
-        });
-        match parsed {
-            Ok((value, repaired)) => {
-                let s =
-                    Structured { value, calls: attempt, usage, latency_ms, truncated, shrunk: 0, cut: false, repaired };
+        match parse(&reply.text, reply.truncated) {
+            Ok(repaired) => {
+                let s = Structured {
+                    value: (),
+                    calls: attempt,
+                    usage,
+                    latency_ms,
+                    truncated,
+                    shrunk: 0,
+                    cut: false,
+                    repaired,
+                };
                 return Ok(s);
             }
             Err(e) => {
