@@ -1,5 +1,5 @@
 // The npm package as a web developer gets it: `npm pack`, install the tarball into a fresh project (its dependency,
-// onnxruntime-web at the version the package pins, from npm's cache when there and from the registry when not), type-check a TypeScript consumer against the shipped types, then use the
+// onnxruntime-web at the version the package pins, from npm's cache when there and from the registry when not), type-check a TypeScript consumer and the README's quick start against the shipped types, then use the
 // installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
@@ -61,9 +61,14 @@ export function describe(e: DistillProgressEvent): string {
   return "error" in e ? e.error.code : \`\${e.job}: \${e.jobsLeft} left\`;
 }
 `);
+  // The README's quick start, as a newcomer pastes it: it must compile against the shipped types too.
+  const quickStart = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readFileSync(join(root, "README.md"), "utf8"));
+  assert.ok(quickStart, "the README has a quick start");
+  assert.ok(quickStart[1].split("\n").length <= 17, "the quick start stays short");
+  writeFileSync(join(app, "quickstart.ts"), `export {};\n${quickStart[1]}`);
   writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
     compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022", "dom"], types: [] },
-    files: ["consumer.ts"],
+    files: ["consumer.ts", "quickstart.ts"],
   }));
   run(join(root, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.json"], app);
   // The same consumer under Node's own module rules (node16 / nodenext): the package must read as ES modules there
