@@ -252,12 +252,12 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: &LlmRequest)
 /// Parses a reply's text (`truncated`: cut at the output cap) as the reply type `T`, into the caller's `slot`:
 /// returns how many repairs it took (0, or 1 for a cut reply closed after its last complete part), or why the text
 /// is not the JSON asked for. The LLM round trips around it ([`chat_json_parsed`]) are the same for every reply
-/// type, so they are written once, not once per `T` inlined in each caller (in wasm that was most of a
-/// distillation job's code).
-pub type ReplyParser<'a> = dyn FnMut(&str, bool) -> std::result::Result<u32, String> + 'a;
+/// type, so they are written once, not once per `T` inlined in each caller (in wasm, a third of the
+/// distillation runner's code).
+pub(crate) type ReplyParser<'a> = dyn FnMut(&str, bool) -> std::result::Result<u32, String> + 'a;
 
 /// The [`ReplyParser`] of `T`, keeping the value in `slot`.
-pub fn parser_into<T: DeserializeOwned>(
+pub(crate) fn parser_into<T: DeserializeOwned>(
     slot: &mut Option<T>,
 ) -> impl FnMut(&str, bool) -> std::result::Result<u32, String> + '_ {
     move |text, truncated| {
@@ -271,13 +271,13 @@ pub fn parser_into<T: DeserializeOwned>(
 }
 
 /// The value a [`ReplyParser`] kept, in the cost record of the calls that produced it.
-pub fn take_parsed<T>(s: Structured<()>, slot: Option<T>) -> Result<Structured<T>> {
+pub(crate) fn take_parsed<T>(s: Structured<()>, slot: Option<T>) -> Result<Structured<T>> {
     let value = slot.ok_or_else(|| Error::LlmBadReply("a parsed reply left no value".into()))?;
     Ok(s.map(|()| value))
 }
 
 /// [`chat_json`] for any reply type: `parse` reads each reply.
-pub async fn chat_json_parsed(
+pub(crate) async fn chat_json_parsed(
     llm: &dyn Llm,
     request: &LlmRequest,
     parse: &mut ReplyParser<'_>,
