@@ -109,6 +109,11 @@ fn balanced_object(text: &str) -> Option<&str> {
 /// (or dropped, with its key, when it has none), open arrays and objects are closed, and every string loses
 /// sentences it repeats (the loop that ran the model to its cap). `None` when the result still is not a `T`.
 pub fn repair_truncated<T: DeserializeOwned>(text: &str) -> Option<T> {
+    serde_json::from_value(repaired_value(text)?).ok()
+}
+
+/// [`repair_truncated`] up to the JSON value, whatever type is asked for.
+fn repaired_value(text: &str) -> Option<serde_json::Value> {
     let start = text.find('{')?;
     let body = &text[start..];
     let (mut stack, mut strings) = (Vec::new(), Strings::default());
@@ -165,7 +170,7 @@ pub fn repair_truncated<T: DeserializeOwned>(text: &str) -> Option<T> {
     }
     let mut value: serde_json::Value = serde_json::from_str(&fixed).ok()?;
     dedupe_sentences(&mut value);
-    serde_json::from_value(value).ok()
+    Some(value)
 }
 
 fn dedupe_sentences(v: &mut serde_json::Value) {
@@ -184,6 +189,11 @@ fn dedupe_sentences(v: &mut serde_json::Value) {
 
 /// Parses `text` as a `T`, with a message fit to show the model when it fails.
 pub fn parse_reply<T: DeserializeOwned>(text: &str) -> std::result::Result<T, String> {
+    typed(reply_value(text)?)
+}
+
+/// The JSON object of a reply as a value, before it is read as any type (see [`parser_into`]).
+fn reply_value(text: &str) -> std::result::Result<serde_json::Value, String> {
     let obj = extract_json_object(text).ok_or_else(|| {
         if text.contains('{') {
             "the JSON object is incomplete or malformed (was it cut short?)".to_string()
@@ -191,7 +201,13 @@ pub fn parse_reply<T: DeserializeOwned>(text: &str) -> std::result::Result<T, St
             "the reply contains no JSON object".to_string()
         }
     })?;
-    serde_json::from_str(obj).map_err(|e| format!("the JSON object does not have the expected shape: {e}"))
+    // Cannot fail: the object found is one that parsed.
+    serde_json::from_str(obj).map_err(|e| format!("the JSON object is malformed: {e}"))
+}
+
+/// A reply's JSON value read as a `T`, with a message fit to show the model when it is not one.
+fn typed<T: DeserializeOwned>(value: serde_json::Value) -> std::result::Result<T, String> {
+    serde_json::from_value(value).map_err(|e| format!("the JSON object does not have the expected shape: {e}"))
 }
 
 /// The string field `key` of a JSON object as far as `partial` (the object being written, perhaps after prose or a
@@ -260,13 +276,22 @@ pub(crate) type ReplyParser<'a> = dyn FnMut(&str, bool) -> std::result::Result<u
 pub(crate) fn parser_into<T: DeserializeOwned>(
     slot: &mut Option<T>,
 ) -> impl FnMut(&str, bool) -> std::result::Result<u32, String> + '_ {
+    // Only reading the value as a `T` is per type: each reply type costs one serde_json instantiation (from a
+    // `Value`), not two (from text, and from the repaired value).
     move |text, truncated| {
-        let (value, repaired) = parse_reply::<T>(text).map(|v| (v, 0)).or_else(|e| match truncated {
-            true => repair_truncated::<T>(text).map(|v| (v, 1)).ok_or(e),
-            false => Err(e),
-        })?;
-        *slot = Some(value);
+        let (value, repaired) = reply_value_repaired(text, truncated)?;
+        *slot = Some(typed::<T>(value)?);
         Ok(repaired)
+    }
+}
+
+/// A reply's JSON value and how many repairs it took: a reply cut at the output cap (`truncated`) whose object is
+/// unfinished is closed by [`repaired_value`]. A complete object is taken as it is, even from a cut reply.
+fn reply_value_repaired(text: &str, truncated: bool) -> std::result::Result<(serde_json::Value, u32), String> {
+    match reply_value(text) {
+        Ok(v) => Ok((v, 0)),
+        Err(e) if truncated => repaired_value(text).map(|v| (v, 1)).ok_or(e),
+        Err(e) => Err(e),
     }
 }
 
