@@ -702,10 +702,11 @@ pub fn parse_retry_after(value: &str, _now_ms: f64) -> Option<u64> {
     if let Ok(secs) = v.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then_some((secs * 1000.0) as u64);
     }
-    let date = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    // IMF-fixdate, RFC 850 or asctime, the three forms HTTP allows.
+    let date = httpdate::parse_http_date(v).ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
     // The transport's clock is monotonic, not wall time: compare the date with the wall clock.
     let now = wall_clock_ms()?;
-    Some((date.timestamp_millis() as f64 - now).max(0.0) as u64)
+    Some((date.as_millis() as f64 - now).max(0.0) as u64)
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -75,27 +75,11 @@ fn year_of(w: &str) -> Option<i32> {
     (1900..2200).contains(&y).then_some(y)
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-pub fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y } as i64;
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m as i64 + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+pub use crate::types::calendar::days_from_civil;
 
-/// (year, month) of a day count since 1970-01-01 (Hinnant's `civil_from_days`).
+/// (year, month) of a day count since 1970-01-01.
 pub fn civil_from_days(z: i64) -> (i32, u32) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = (yoe + era * 400 + if m <= 2 { 1 } else { 0 }) as i32;
+    let (y, m, _) = crate::types::calendar::civil_from_days(z);
     (y, m)
 }
 

@@ -3,16 +3,21 @@
 //! memory read months later cannot resolve "yesterday" any more. So each expression loci recognises gets its date
 //! next to it, in parentheses, unless one is there already: the words stay as they were said.
 
-use chrono::{Datelike, Duration, NaiveDate};
-
+use crate::types::calendar::{
+    civil_from_days, day_of_ms, format_day, format_month, weekday_from_monday, EARLIEST_MS, LATEST_MS,
+};
 use crate::types::TimeMs;
+
+/// A day, as a number of days since 1970-01-01.
+type Day = i64;
 
 /// `text` with the date of each relative expression (`yesterday`, `last week`, `3 days ago`, …) added after it,
 /// counted from `said` (epoch ms, UTC).
 pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
-    let Some(day) = chrono::DateTime::from_timestamp_millis(said as i64).map(|t| t.date_naive()) else {
+    if !(EARLIEST_MS..=LATEST_MS).contains(&said) {
         return text.to_string();
-    };
+    }
+    let day = day_of_ms(said);
     // Most turns hold no expression at all: one look for the words every expression needs, before cutting the text
     // into words (recall renders every turn of the sessions it returns through here).
     let lower = text.to_lowercase();
@@ -62,8 +67,8 @@ fn may_start_an_expression(w: [&str; 3]) -> bool {
 }
 
 /// "7 May 2023": how people (and LoCoMo's answers) write a date, so that a model quoting it answers in kind.
-fn ymd(d: NaiveDate) -> String {
-    d.format("%-d %B %Y").to_string()
+fn ymd(d: Day) -> String {
+    format_day(d)
 }
 
 fn number(w: &str) -> Option<i64> {
@@ -71,19 +76,20 @@ fn number(w: &str) -> Option<i64> {
     w.parse().ok().filter(|n| (1..=60).contains(n)).or_else(|| WORDS.iter().position(|x| *x == w).map(|n| n as i64 + 1))
 }
 
-/// `day` moved by `days`; `None` past the calendar's ends (chrono's `+` and `-` panic there, and a turn's time is
-/// the caller's).
-fn shift(day: NaiveDate, days: i64) -> Option<NaiveDate> {
-    day.checked_add_signed(Duration::days(days))
+/// `day` moved by `days`; `None` past the years 1 to 9999 that a turn's time can have.
+fn shift(day: Day, days: i64) -> Option<Day> {
+    let moved = day.checked_add(days)?;
+    (day_of_ms(EARLIEST_MS)..=day_of_ms(LATEST_MS)).contains(&moved).then_some(moved)
 }
 
 /// The expression starting at `w[0]`: how many words it takes and the date to note.
-fn resolve(day: NaiveDate, w: [&str; 3]) -> Option<(usize, String)> {
-    let monday = shift(day, -(day.weekday().num_days_from_monday() as i64))?;
-    let month_start = day.with_day(1)?;
+fn resolve(day: Day, w: [&str; 3]) -> Option<(usize, String)> {
+    let monday = shift(day, -(weekday_from_monday(day) as i64))?;
+    let (year, month, _) = civil_from_days(day);
     let shifted_month = |by: i32| {
-        let m = month_start.year() * 12 + month_start.month0() as i32 + by;
-        NaiveDate::from_ymd_opt(m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1).map(|d| d.format("%B %Y").to_string())
+        let m = year * 12 + month as i32 - 1 + by;
+        let y = m.div_euclid(12);
+        (1..=9999).contains(&y).then(|| format_month(y, m.rem_euclid(12) as u32 + 1))
     };
     Some(match w {
         ["yesterday", ..] => (1, ymd(shift(day, -1)?)),
@@ -100,12 +106,12 @@ fn resolve(day: NaiveDate, w: [&str; 3]) -> Option<(usize, String)> {
         }
         ["last", "month", _] => (2, shifted_month(-1)?),
         ["next", "month", _] => (2, shifted_month(1)?),
-        ["last", "year", _] => (2, (day.year() - 1).to_string()),
-        ["next", "year", _] => (2, (day.year() + 1).to_string()),
+        ["last", "year", _] => (2, (year - 1).to_string()),
+        ["next", "year", _] => (2, (year + 1).to_string()),
         [n, "day" | "days", "ago"] => (3, ymd(shift(day, -number(n)?)?)),
         [n, "week" | "weeks", "ago"] => (3, format!("the week of {}", ymd(shift(monday, -7 * number(n)?)?))),
         [n, "month" | "months", "ago"] => (3, shifted_month(-(number(n)? as i32))?),
-        [n, "year" | "years", "ago"] => (3, (day.year() - number(n)? as i32).to_string()),
+        [n, "year" | "years", "ago"] => (3, (year - number(n)? as i32).to_string()),
         _ => return None,
     })
 }
@@ -138,10 +144,14 @@ mod tests {
 
     #[test]
     fn the_calendar_s_ends_are_left_undated_not_a_panic() {
-        use chrono::NaiveDate;
         let text = "yesterday, tomorrow, last week, next week, last weekend, last month, next year, 3 days ago";
-        for day in [NaiveDate::MIN, NaiveDate::MAX] {
-            let said = day.and_hms_opt(12, 0, 0).unwrap().and_utc().timestamp_millis() as TimeMs;
+        let first = EARLIEST_MS;
+        let last = LATEST_MS;
+        let out = anchor_relative_dates(text, first);
+        assert!(out.starts_with("yesterday, tomorrow (2 January 0001),"), "{out}");
+        let out = anchor_relative_dates(text, last);
+        assert!(out.starts_with("yesterday (30 December 9999), tomorrow,"), "{out}");
+        for said in [f64::NAN, f64::INFINITY, -8.64e15, 8.64e15, f64::MAX] {
             let out = anchor_relative_dates(text, said);
             assert!(out.starts_with("yesterday"), "{out}");
         }

@@ -3,6 +3,7 @@
 //! Validation lives here so that a bad message is refused before anything is written.
 
 pub mod bytes;
+pub mod calendar;
 pub mod distilled;
 mod turns;
 
@@ -199,8 +200,7 @@ pub fn validate_message(m: &MessageInput, index: usize, limits: &InputLimits) ->
 
 /// The times a caller may give: years 1 to 9999. chrono's calendar reaches a little further (about ±262,000 years),
 /// but date arithmetic near its ends overflows, and no chat message was sent outside this.
-const EARLIEST_MS: TimeMs = -62_135_596_800_000.0; // 0001-01-01T00:00:00Z
-const LATEST_MS: TimeMs = 253_402_300_799_999.0; // 9999-12-31T23:59:59.999Z
+use calendar::{EARLIEST_MS, LATEST_MS};
 
 /// Parses a caller's time into epoch milliseconds (years 1 to 9999).
 pub fn parse_time(t: &TimeInput) -> Result<TimeMs> {
@@ -222,25 +222,17 @@ pub fn parse_time(t: &TimeInput) -> Result<TimeMs> {
     Ok(ms)
 }
 
+/// Naive date-times are read as UTC: the browser's zone is not the memory's business.
 fn parse_time_text(s: &str) -> Option<TimeMs> {
-    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Some(dt.timestamp_millis() as f64);
-    }
-    // Naive date-times are read as UTC: the browser's zone is not the memory's business.
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
-        if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
-            return Some(dt.and_utc().timestamp_millis() as f64);
-        }
-    }
-    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
-    Some(d.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis() as f64)
+    calendar::parse_iso(s)
 }
 
 /// Formats epoch milliseconds as a date header, e.g. `2023-05-08 13:56 UTC`.
 pub fn format_time(ms: TimeMs) -> String {
-    match chrono::DateTime::from_timestamp_millis(ms as i64) {
-        Some(dt) => dt.format("%Y-%m-%d %H:%M UTC").to_string(),
-        None => "unknown time".to_string(),
+    // Stored times lie in the years 1 to 9999 (`parse_time`); anything else is not shown as a date.
+    match (EARLIEST_MS..=LATEST_MS).contains(&ms) {
+        true => calendar::format_date_time(ms),
+        false => "unknown time".to_string(),
     }
 }
 
