@@ -80,7 +80,7 @@ pub struct Fact {
 
 /// What a job does. Each is re-derivable from turns; each applies all of its result in one write or nothing.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", tag = "kind")]
+#[serde(rename_all = "camelCase", tag = "kind", try_from = "JobKindRecord")]
 pub enum JobKind {
     /// Partition the next window of `session`'s buffered turns. `last`: the session ended (or a flush asked), so
     /// nothing is held back as unfinished.
@@ -89,6 +89,36 @@ pub enum JobKind {
     Narrate { groups: Vec<Vec<u64>> },
     /// Predict, distill and consolidate facts for these (episode, new turns) pairs.
     Distill { items: Vec<DistillItem> },
+}
+
+/// A stored [`JobKind`] as read: every variant's fields optional beside the tag. serde's derive reads an internally
+/// tagged enum by buffering the record into its generic `Content` tree first, 10 KB of wasm for this one type;
+/// a flat struct reads the same records directly.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JobKindRecord {
+    kind: String,
+    session: Option<String>,
+    last: Option<bool>,
+    groups: Option<Vec<Vec<u64>>>,
+    items: Option<Vec<DistillItem>>,
+}
+
+impl TryFrom<JobKindRecord> for JobKind {
+    type Error = String;
+
+    fn try_from(r: JobKindRecord) -> Result<Self, String> {
+        let missing = |field: &str| format!("missing field `{field}` in a `{}` job", r.kind);
+        Ok(match r.kind.as_str() {
+            "segment" => JobKind::Segment {
+                session: r.session.ok_or_else(|| missing("session"))?,
+                last: r.last.ok_or_else(|| missing("last"))?,
+            },
+            "narrate" => JobKind::Narrate { groups: r.groups.ok_or_else(|| missing("groups"))? },
+            "distill" => JobKind::Distill { items: r.items.ok_or_else(|| missing("items"))? },
+            other => return Err(format!("unknown job kind `{other}`")),
+        })
+    }
 }
 
 impl JobKind {
@@ -262,5 +292,28 @@ pub mod packed {
         }
         let bytes = d.deserialize_byte_buf(Bytes)?;
         unpack_f32(&bytes).ok_or_else(|| de::Error::custom("vector bytes are not whole f32 values"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_kinds_read_back_as_written_and_a_wrong_record_says_why() {
+        let kinds = [
+            JobKind::Segment { session: "s1".into(), last: true },
+            JobKind::Narrate { groups: vec![vec![1, 2], vec![3]] },
+            JobKind::Distill { items: vec![DistillItem { episode: 4, turn_ids: vec![5, 6] }] },
+        ];
+        for kind in kinds {
+            let json = serde_json::to_string(&kind).unwrap();
+            assert!(json.contains(&format!("\"kind\":\"{}\"", kind.name())), "{json}");
+            assert_eq!(serde_json::from_str::<JobKind>(&json).unwrap(), kind);
+        }
+        let err = |json: &str| serde_json::from_str::<JobKind>(json).unwrap_err().to_string();
+        assert!(err(r#"{"kind":"segment","session":"s1"}"#).contains("missing field `last` in a `segment` job"));
+        assert!(err(r#"{"kind":"compact"}"#).contains("unknown job kind `compact`"));
+        assert!(err(r#"{"session":"s1","last":true}"#).contains("missing field `kind`"));
     }
 }
