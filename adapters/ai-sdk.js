@@ -62,8 +62,11 @@ export function lociMemory(memory, options) {
       if (question.trim()) {
         let context = "";
         try {
-          context = (await memory.recall(question, recall)).context;
+          // The call's abort signal cancels the recall too (an `llm` prune's call included).
+          const signal = params.abortSignal ? { signal: params.abortSignal } : {};
+          context = (await memory.recall(question, { ...recall, ...signal })).context;
         } catch (error) {
+          if (error?.code === "ABORTED") throw error; // the caller's own abort, not a failure of memory
           failed(error);
         }
         if (context.trim()) {

@@ -149,6 +149,16 @@ try {
     notAMessage: "LociError/INVALID_INPUT", retrieverBadK: "LociError/INVALID_INPUT",
   });
 
+  // A memory that fails (closed here): with `onError` the call goes on without memory and the failures (the recall,
+  // the store) are reported; without it the call fails with loci's error.
+  await control("/__reset", {});
+  await control("/__script", [{ reply: "I don't remember." }, { reply: "unused" }]);
+  const closed = await page.evaluate((url) => window.adapters.aiClosedMemory(url), `${llm}/v1`);
+  assert.deepEqual(closed, { text: "I don't remember.", errors: ["LociError/CLOSED", "LociError/CLOSED"], failed: "LociError/CLOSED" });
+  log = await control("/__log");
+  assert.equal(log.length, 1, "the failing call never reached the endpoint");
+  assert.deepEqual(log[0].body.messages, [{ role: "user", content: "Where does my sister live?" }]);
+
   // Nothing left the page but its own origin and the endpoint the provider was given.
   const elsewhere = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llm) && !u.startsWith("data:"));
   assert.deepEqual(elsewhere, [], "requests outside the page's origin and the endpoint");

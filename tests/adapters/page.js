@@ -81,6 +81,20 @@ window.adapters = {
     };
   },
 
+  /** Last (it closes the memory): loci's failures go to `onError` and the call goes on without memory; without
+   * `onError` the call fails with them. */
+  async aiClosedMemory(llmUrl) {
+    await memory.close();
+    const provider = createOpenAICompatible({ name: "scripted", baseURL: llmUrl });
+    const errors = [];
+    const tolerant = wrapLanguageModel({ model: provider.chatModel("scripted-model"),
+      middleware: lociMemory(memory, { onError: (e) => errors.push(`${e.name}/${e.code}`) }) });
+    const { text } = await generateText({ model: tolerant, prompt: "Where does my sister live?" });
+    const strict = wrapLanguageModel({ model: provider.chatModel("scripted-model"), middleware: lociMemory(memory) });
+    const failed = await rejection(() => generateText({ model: strict, prompt: "Where does my sister live?", maxRetries: 0 }));
+    return { text, errors, failed };
+  },
+
   async retrieve(query, options = {}) {
     const retriever = new LociRetriever({ memory, k: 2, ...options });
     const docs = await retriever.invoke(query);
