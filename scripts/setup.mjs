@@ -110,11 +110,23 @@ function copyIfChanged(src, dest) {
 }
 
 function npmPackages() {
-  // The npm dependencies (onnxruntime-web, wasm-opt, the test drivers) come with `npm ci`, run here when missing so
-  // that `npm start` / `npm test` work on a fresh clone.
-  const want = ["onnxruntime-web", "binaryen"];
-  if (want.every((p) => existsSync(join(root, "node_modules", p, "package.json")))) return;
-  log("installing npm dependencies (npm ci)");
+  // The npm dependencies (onnxruntime-web, wasm-opt, the test drivers, the libraries the adapters are tested with)
+  // come with `npm ci`, run here when one is missing or not at its pinned version, so that `npm start` / `npm test`
+  // work on a fresh clone and after a pull that added or moved one.
+  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  const pinned = { ...manifest.dependencies, ...manifest.devDependencies };
+  const installed = (p) => {
+    try {
+      return JSON.parse(readFileSync(join(root, "node_modules", p, "package.json"), "utf8")).version;
+    } catch {
+      return null;
+    }
+  };
+  const exact = (version) => /^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$/.test(version);
+  const stale = Object.entries(pinned)
+    .filter(([p, version]) => (exact(version) ? installed(p) !== version : installed(p) === null)).map(([p]) => p);
+  if (!stale.length) return;
+  log(`installing npm dependencies (npm ci: ${stale.slice(0, 5).join(", ")}${stale.length > 5 ? ", …" : ""})`);
   run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: root });
 }
 

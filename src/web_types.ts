@@ -552,3 +552,11 @@ export interface LociError extends Error {
   name: "LociError";
   code: LociErrorCode;
 }
+
+/** What `memoryPrompt(context)` returns: how a chat with memory puts recalled memory into a prompt, as `answer()`
+ * does. `system` says that the memory is data, never instructions (a system message); `memory` is the context inside
+ * `<memory>…</memory>` with any fence in it defused (to put before the user's message). */
+export interface MemoryPrompt {
+  system: string;
+  memory: string;
+}

@@ -45,6 +45,19 @@ type Shared = memory::Shared<IdbStore, OnnxRuntime>;
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = include_str!("../web_types.ts");
 
+/// The system rule and the fenced memory a chat puts around recalled memory (`recall().context`): what the
+/// `loci/ai-sdk` middleware adds to a prompt, the way `answer()` does. Not a string: `INVALID_INPUT`.
+#[wasm_bindgen(js_name = memoryPrompt, unchecked_return_type = "MemoryPrompt")]
+pub fn memory_prompt(#[wasm_bindgen(unchecked_param_type = "string")] context: JsValue) -> Result<JsValue, JsValue> {
+    let context =
+        context.as_string().ok_or_else(|| js_error(Error::invalid("memoryPrompt: context must be a string")))?;
+    let (system, memory) = crate::llm::prompts::chat_memory(&context);
+    let out = js_sys::Object::new();
+    Reflect::set(&out, &"system".into(), &system.into())?;
+    Reflect::set(&out, &"memory".into(), &memory.into())?;
+    Ok(out.into())
+}
+
 /// Converts a loci error into a JS `Error` with `name = "LociError"` and a stable `code`.
 pub fn js_error(e: Error) -> JsValue {
     let err = js_sys::Error::new(&e.to_string());

@@ -1,9 +1,11 @@
 // The npm package as a web developer gets it: `npm pack`, install the tarball into a fresh project (its dependency,
 // onnxruntime-web at the version the package pins, from npm's cache when there and from the registry when not), type-check a TypeScript consumer and the README's quick start against the shipped types, then use the
-// installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall.
+// installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall;
+// the adapters (loci/ai-sdk, loci/langchain) type-checked against their peers (ai, @langchain/core) and used in the
+// Vite build.
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { copyFileSync, createReadStream, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
@@ -13,6 +15,13 @@ import { fileURLToPath } from "node:url";
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const work = mkdtempSync(join(tmpdir(), "loci-pack-"));
 const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+/** `tsc -p config` in `cwd`, in the background: resolves when it passes, rejects with its diagnostics. */
+const tsc = (config, cwd) => new Promise((ok, fail) => {
+  execFile(join(root, "node_modules", ".bin", "tsc"), ["-p", config], { cwd, encoding: "utf8" }, (error, stdout, stderr) => {
+    if (error) fail(new Error(`tsc -p ${config} failed:\n${stdout}${stderr}`));
+    else ok();
+  });
+});
 
 let failed = false;
 let server;
@@ -23,7 +32,13 @@ try {
   const app = join(work, "app");
   mkdirSync(app);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "loci-consumer", private: true, type: "module" }));
-  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(work, tarball)], app);
+  // With the adapters' peers, at the versions loci is tested with. The AI SDK's own declarations need Node's
+  // (`node:http`) and JSON Schema's types: a TypeScript app using it has them (@types/node comes with
+  // onnxruntime-web's dependencies).
+  const dev = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).devDependencies;
+  const peer = (p) => `${p}@${dev[p]}`;
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", join(work, tarball),
+    peer("ai"), peer("@langchain/core"), peer("@types/json-schema")], app);
   const installed = join(app, "node_modules", "loci");
   const files = readdirSync(join(installed, "pkg"));
   assert.ok(files.includes("loci.js") && files.includes("loci_bg.wasm") && files.includes("loci.d.ts"), files.join());
@@ -61,6 +76,34 @@ export function describe(e: DistillProgressEvent): string {
   return "error" in e ? e.error.code : \`\${e.job}: \${e.jobsLeft} left\`;
 }
 `);
+  // The adapters: the AI SDK middleware where `wrapLanguageModel` takes one, LangChain's retriever and history where
+  // LangChain's own types take them.
+  writeFileSync(join(app, "adapters.ts"), `
+import { wrapLanguageModel, type LanguageModel, type LanguageModelMiddleware } from "ai";
+import type { BaseChatMessageHistory } from "@langchain/core/chat_history";
+import type { DocumentInterface } from "@langchain/core/documents";
+import type { BaseRetrieverInterface } from "@langchain/core/retrievers";
+import { HumanMessage } from "@langchain/core/messages";
+import type { LociError, Memory } from "loci";
+import { lociMemory, type LociMemoryOptions } from "loci/ai-sdk";
+import { LociChatMessageHistory, LociRetriever, type LociDocumentMetadata } from "loci/langchain";
+export function withMemory(model: Exclude<LanguageModel, string>, memory: Memory) {
+  const options: LociMemoryOptions = { k: 3, prune: "extractive", session: "chat", onError: (e: LociError) => console.warn(e.code) };
+  const middleware: LanguageModelMiddleware = lociMemory(memory, options);
+  return wrapLanguageModel({ model, middleware });
+}
+export async function retrieve(memory: Memory): Promise<string[]> {
+  const retriever: BaseRetrieverInterface<LociDocumentMetadata> = new LociRetriever({ memory, k: 2, prune: "none" });
+  const docs: DocumentInterface<LociDocumentMetadata>[] = await retriever.invoke("Where did we hike?");
+  return docs.map((d) => \`\${d.metadata.sessionId} \${d.metadata.turnIds.join()} \${d.pageContent}\`);
+}
+export async function history(memory: Memory): Promise<number> {
+  const h: BaseChatMessageHistory = new LociChatMessageHistory({ memory, session: "s1" });
+  await h.addMessages([new HumanMessage("hi")]);
+  await h.addAIMessage("hello");
+  return (await h.getMessages()).length;
+}
+`);
   // The README's quick start, as a newcomer pastes it: it must compile against the shipped types too.
   const quickStart = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readFileSync(join(root, "README.md"), "utf8"));
   assert.ok(quickStart, "the README has a quick start");
@@ -70,14 +113,27 @@ export function describe(e: DistillProgressEvent): string {
     compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022", "dom"], types: [] },
     files: ["consumer.ts", "quickstart.ts"],
   }));
-  run(join(root, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.json"], app);
+  const typeChecks = [tsc("tsconfig.json", app)];
   // The same consumer under Node's own module rules (node16 / nodenext): the package must read as ES modules there
   // too, or `import init from "loci"` would type as a CommonJS module's default.
   writeFileSync(join(app, "tsconfig.node.json"), JSON.stringify({
     compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "nodenext", moduleResolution: "nodenext", lib: ["es2022", "dom"], types: [] },
     files: ["consumer.ts"],
   }));
-  run(join(root, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.node.json"], app);
+  typeChecks.push(tsc("tsconfig.node.json", app));
+  // The adapters, under both module rules, with Node's types (the AI SDK's need them) and no skipLibCheck: the
+  // adapters' own declarations are checked too.
+  for (const [module, resolution] of [["es2022", "bundler"], ["nodenext", "nodenext"]]) {
+    writeFileSync(join(app, `tsconfig.adapters-${resolution}.json`), JSON.stringify({
+      compilerOptions: { strict: true, noEmit: true, target: "es2022", module, moduleResolution: resolution, lib: ["es2022", "dom"], types: ["node"] },
+      files: ["adapters.ts"],
+    }));
+    typeChecks.push(tsc(`tsconfig.adapters-${resolution}.json`, app));
+  }
+  // The type checks (~15 s of CPU each with the AI SDK's and LangChain's declarations) run while the pages are
+  // checked; the first failure is reported at the end.
+  const typed = Promise.all(typeChecks);
+  typed.catch(() => {}); // awaited below
   assert.ok(!files.includes("package.json"), "no package.json of wasm-bindgen's in pkg/ overrides the package's own");
 
   // Use: a plain page importing the installed package; the app hosts the model and onnxruntime-web's files.
@@ -129,15 +185,32 @@ try {
   const viteApp = join(work, "vite-app");
   mkdirSync(join(viteApp, "public"), { recursive: true });
   writeFileSync(join(viteApp, "package.json"), JSON.stringify({ name: "loci-vite", private: true, type: "module" }));
-  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(work, tarball)], viteApp);
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", join(work, tarball),
+    peer("@langchain/core")], viteApp);
   execFileSync("cp", ["-r", join(app, "assets"), join(viteApp, "public", "assets")]);
   const script = readFileSync(join(app, "index.html"), "utf8").split("<script type=\"module\">")[1].split("</script>")[0]
     .replace("./node_modules/loci/pkg/loci.js", "loci").replace('"pack-test"', '"pack-test-vite"');
-  writeFileSync(join(viteApp, "main.js"), script);
+  // …and the adapters from their subpaths: the middleware puts the recalled session, fenced, before the user's
+  // message; the retriever finds it.
+  const result = "window.result = { top: r.sessions[0].id, device: r.device };";
+  assert.ok(script.includes(result));
+  writeFileSync(join(viteApp, "main.js"), `import { lociMemory } from "loci/ai-sdk";
+import { LociRetriever } from "loci/langchain";
+${script.replace(result, `const middleware = lociMemory(memory, { k: 1, store: false });
+  const question = [{ role: "user", content: [{ type: "text", text: "What does my pet enjoy?" }] }];
+  const { prompt } = await middleware.transformParams({ type: "generate", params: { prompt: question } });
+  const docs = await new LociRetriever({ memory, k: 1 }).invoke("What does my pet enjoy?");
+  window.result = { top: r.sessions[0].id, device: r.device, fenced: prompt.at(-1).content[0].text.startsWith("<memory>\\n### Session dog ("),
+    retrieved: docs[0].metadata.sessionId };`)}`);
+  // LangChain's bundle is over Vite's 500 kB warning, and zod has comments Rollup cannot place: say nothing of them.
+  writeFileSync(join(viteApp, "vite.config.js"), `export default { build: { chunkSizeWarningLimit: 4000, rollupOptions: {
+  onwarn(warning, warn) { if (warning.code !== "INVALID_ANNOTATION") warn(warning); } } } };`);
   writeFileSync(join(viteApp, "index.html"), `<!doctype html><meta charset="utf-8"><script type="module" src="/main.js"></script>`);
   run(join(root, "node_modules", ".bin", "vite"), ["build", "--logLevel", "warn"], viteApp);
-  assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm" }, "Vite build");
-  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build)`);
+  assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm", fenced: true, retrieved: "dog" },
+    "Vite build");
+  await typed;
+  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build, loci/ai-sdk and loci/langchain too)`);
 } catch (e) {
   failed = true;
   console.error(e);
