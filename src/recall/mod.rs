@@ -275,16 +275,10 @@ fn row_docs(ev: &Evidence, sc: &mut Scratch) {
     sc.row_doc_stamps = ev.stamps;
 }
 
-/// Experiment knob (issue 44, reverted by the next commit): `LOCI_DENSE_W` overrides [`HYBRID_DENSE_WEIGHT`].
-fn dense_weight() -> f32 {
-    static W: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
-    *W.get_or_init(|| std::env::var("LOCI_DENSE_W").ok().and_then(|v| v.parse().ok()).unwrap_or(HYBRID_DENSE_WEIGHT))
-}
-
 /// Each row's dense part of the hybrid mix, `w · scale(cosine)`, into `out`: the same in both of feedback's passes.
 fn dense_parts(ev: &Evidence, out: &mut Vec<f32>) {
     let (dmin, dmax) = min_max(ev.dense.iter().copied());
-    let w = dense_weight();
+    let w = HYBRID_DENSE_WEIGHT;
     out.clear();
     out.extend(ev.dense.iter().map(|&d| w * scale(d, dmin, dmax)));
 }
@@ -302,7 +296,7 @@ fn mix(
     best: Option<&mut [(u32, f32)]>,
 ) {
     let (_, lmax) = min_max(lexical.iter().copied());
-    let w = dense_weight();
+    let w = HYBRID_DENSE_WEIGHT;
     lexical_part.clear();
     lexical_part.extend(lexical.iter().map(|&l| (1.0 - w) * scale(l, 0.0, lmax)));
     let unindexed = (1.0 - w) * scale(0.0, 0.0, lmax);
