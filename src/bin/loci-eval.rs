@@ -1662,6 +1662,20 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         }
 
         #[test]
+        fn cls_cache_hits_pool_to_bit_identical_vectors() {
+            let batch = loci::embed::pad_batch([&[101u32, 7, 8, 9, 102][..], &[101, 5, 102][..]].into_iter(), 0);
+            let pool = |h: &[f32]| Pooling::Cls.pool_normalize(h, &batch.attention_mask, batch.rows, batch.seq, DIM);
+            let direct = pool(&block_on(Fake.last_hidden_state(&batch)).unwrap()).unwrap();
+            let mut cached = CachedRuntime::new(Fake, None).unwrap().pooling(Pooling::Cls);
+            block_on(cached.last_hidden_state(&batch)).unwrap();
+            let hit = block_on(cached.last_hidden_state(&batch)).unwrap();
+            assert_eq!(cached.counts(), (2, 2), "the second call is served from the cache");
+            let v = pool(&hit).unwrap();
+            // A cache that kept the sum of the states (as for mean pooling) would give another vector here.
+            assert!(v.iter().flatten().zip(direct.iter().flatten()).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+
+        #[test]
         fn parses_both_datasets_dates() {
             assert_eq!(session_time("1:56 pm on 8 May, 2023"), Some(1_683_554_160_000.0));
             assert!(session_time("10:04 am on 19 January, 2023").is_some());
