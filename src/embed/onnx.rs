@@ -84,7 +84,12 @@ mod native {
 
     /// Where setup put the model assets (`www/assets/model`).
     pub fn default_model_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("www").join("assets").join("model")
+        model_dir(&crate::embed::ModelSpec::MINILM)
+    }
+
+    /// Where setup put a model's assets (`www/assets/<asset_dir>`).
+    pub fn model_dir(spec: &crate::embed::ModelSpec) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("www").join("assets").join(spec.asset_dir)
     }
 
     fn environment(dylib: &Path) -> Result<ort::environment::Environment> {
@@ -126,7 +131,7 @@ mod native {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{default_dylib_path, default_model_dir};
+pub use native::{default_dylib_path, default_model_dir, model_dir};
 
 #[cfg(target_arch = "wasm32")]
 mod web {
