@@ -141,7 +141,7 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
 }
 await realModelSmoke.finish();
 await step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
-await step("the npm package: pack, install, type-check, use (loci/ai-sdk and loci/langchain too)", "node",
+await step("the npm package: pack, install, type-check, use (loci/ai-sdk, loci/langchain and examples/ too)", "node",
   ["tests/package/pack.test.mjs"]);
 await step("adapters: the AI SDK middleware (generate, stream) and LangChain retriever + history, in Chromium", "node",
   ["tests/adapters/adapters.test.mjs"]);
