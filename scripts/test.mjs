@@ -122,6 +122,8 @@ await step("setup", "node", ["scripts/setup.mjs"]);
 // The opt-in bge-small embedder (issue 44), so that its native test runs rather than skips.
 await step("setup bge-small", "node", ["scripts/setup.mjs", "bge-small"]);
 await nativeTestsBesideThePackageBuild();
+// docs/API.md is generated from the declarations just built: a changed API must come with its reference.
+await step("API reference is current (docs/API.md from the .d.ts files)", "node", ["scripts/api-doc.mjs", "--check"]);
 const realModelSmoke = await startRealModelSmoke();
 const browserEnv = {
   CHROMEDRIVER: "/usr/bin/chromedriver",
