@@ -122,6 +122,8 @@ await step("setup", "node", ["scripts/setup.mjs"]);
 // The opt-in bge-small embedder (issue 44), so that its native test runs rather than skips.
 await step("setup bge-small", "node", ["scripts/setup.mjs", "bge-small"]);
 await nativeTestsBesideThePackageBuild();
+// docs/API.md is generated from the declarations just built: a changed API must come with its reference.
+await step("API reference is current (docs/API.md from the .d.ts files)", "node", ["scripts/api-doc.mjs", "--check"]);
 const realModelSmoke = await startRealModelSmoke();
 const browserEnv = {
   CHROMEDRIVER: "/usr/bin/chromedriver",
@@ -141,7 +143,7 @@ for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*
 }
 await realModelSmoke.finish();
 await step("end-to-end: the demo page (Playwright + Debian chromium)", "node", ["tests/e2e/demo.test.mjs"]);
-await step("the npm package: pack, install, type-check, use (loci/ai-sdk and loci/langchain too)", "node",
+await step("the npm package: pack, install, type-check, use (loci/ai-sdk, loci/langchain and examples/ too)", "node",
   ["tests/package/pack.test.mjs"]);
 await step("adapters: the AI SDK middleware (generate, stream) and LangChain retriever + history, in Chromium", "node",
   ["tests/adapters/adapters.test.mjs"]);

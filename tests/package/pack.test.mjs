@@ -2,7 +2,7 @@
 // onnxruntime-web at the version the package pins, from npm's cache when there and from the registry when not), type-check a TypeScript consumer and the README's quick start against the shipped types, then use the
 // installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall;
 // the adapters (loci/ai-sdk, loci/langchain) type-checked against their peers (ai, @langchain/core) and used in the
-// Vite build.
+// Vite build; then the apps in examples/, installed from the same tarball and used (tests/package/examples.mjs).
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { execFile, execFileSync } from "node:child_process";
@@ -11,6 +11,7 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { checkExamples } from "./examples.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const work = mkdtempSync(join(tmpdir(), "loci-pack-"));
@@ -209,8 +210,9 @@ ${script.replace(result, `const middleware = lociMemory(memory, { k: 1, store: f
   run(join(root, "node_modules", ".bin", "vite"), ["build", "--logLevel", "warn"], viteApp);
   assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm", fenced: true, retrieved: "dog" },
     "Vite build");
+  const examplesTook = await checkExamples({ root, work, tarball, browser, serveDir });
   await typed;
-  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build, loci/ai-sdk and loci/langchain too)`);
+  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build, loci/ai-sdk and loci/langchain too; examples/ in ${examplesTook.toFixed(0)} s)`);
 } catch (e) {
   failed = true;
   console.error(e);
