@@ -2,6 +2,7 @@
 //! time expressions made absolute.
 
 pub mod relative;
+pub mod screen;
 pub mod wordpiece;
 
 pub use wordpiece::WordPiece;
