@@ -331,7 +331,10 @@ async function runLocal() {
       `${threads === 1 ? "" : "s"}, ${LOCAL_MODEL.contextTokens.toLocaleString("en")}-token window.`);
     setStatus(`Replies come from ${LOCAL_MODEL.name} running in this browser: nothing leaves this device.`);
   } catch (e) {
-    setLocalStatus(`The model could not run here: ${describeError(e)}`, true);
+    // wllama rejects with the worker's error event when its worker cannot start: a CSP without `worker-src blob:`.
+    const why = e instanceof Event ? "wllama's worker did not start (a Content-Security-Policy needs `worker-src blob:`)"
+      : describeError(e);
+    setLocalStatus(`The model could not run here: ${why}`, true);
   } finally {
     button.disabled = false;
     progress.hidden = true;
