@@ -11,6 +11,7 @@ const GGUF = "/www/assets/llm/SmolLM2-135M-Instruct.Q4_1.gguf";
 const N_CTX = 2048;
 const DAY = 86_400_000;
 const T0 = Date.UTC(2025, 4, 6, 18, 0);
+const ASKED = T0 + 3 * DAY; // a fixed question date: the same prompt, so the same greedy answer, on any day
 let wllama;
 let llm;
 const stats = [];
@@ -78,7 +79,7 @@ window.llmTest = {
     const question = "What is my dog's name?";
     const answerStarted = performance.now();
     const streamed = [];
-    const answer = await memory.answer(question, { k: 2, prune: "extractive", onText: (t) => streamed.push(t) });
+    const answer = await memory.answer(question, { k: 2, prune: "extractive", questionTime: ASKED, onText: (t) => streamed.push(t) });
     const answerMs = performance.now() - answerStarted;
 
     // The control: the same question to a memory that never heard of the dog.
@@ -89,7 +90,7 @@ window.llmTest = {
       { role: "user", content: "The weather was rainy all weekend, so I stayed home and read a novel.", time: T0 + DAY },
       { role: "assistant", content: "A quiet weekend with a book sounds lovely.", time: T0 + DAY + 60_000 },
     ], { session: "weekend" });
-    const controlAnswer = await control.answer(question, { k: 2, prune: "extractive" });
+    const controlAnswer = await control.answer(question, { k: 2, prune: "extractive", questionTime: ASKED });
     const llmStats = (await memory.stats()).llm.answer;
     await control.close();
     await memory.close();
