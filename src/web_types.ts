@@ -140,7 +140,9 @@ export interface LlmOptions {
 /**
  * Any model behind a function: WebLLM, Chrome's built-in AI, an SDK. Its window is `fn.contextTokens` when set
  * (default 4,096; at least 512). Return `finishReason: "length"` when the model stopped at `maxTokens`: loci then
- * asks again.
+ * asks again. Throw an error with `code: "LLM_CONTEXT_EXCEEDED"` when the prompt does not fit the model: loci sends
+ * it again, smaller (any other error is `LLM_UNAVAILABLE`). `loci/llm` makes one from wllama, WebLLM or Chrome's
+ * Prompt API.
  */
 export type LlmCallback = ((request: {
   messages: { role: "system" | "user" | "assistant"; content: string }[];

@@ -424,6 +424,63 @@ async fn a_js_callback_that_streams_is_heard() {
 }
 
 #[wasm_bindgen_test]
+async fn a_js_callback_that_says_context_exceeded_gets_a_smaller_prompt() {
+    // What `loci/llm`'s helpers throw when a prompt does not fit the runtime's context (llama.cpp in wllama,
+    // WebLLM, Chrome's quota): an error with `code: "LLM_CONTEXT_EXCEEDED"`. loci sends the prompt again, smaller.
+    let f = Function::new_with_args(
+        "req",
+        r#"const sent = req.messages.map((m) => m.content).join("\n");
+           (globalThis.__sentLengths ||= []).push(sent.length);
+           if (globalThis.__sentLengths.length === 1) {
+             const e = new Error("the request exceeds the available context size");
+             e.code = "LLM_CONTEXT_EXCEEDED";
+             return Promise.reject(e);
+           }
+           return Promise.resolve({ text: JSON.stringify({ answer: "In the raised bed" }) });"#,
+    );
+    let m = open_with_llm("t-callback-overflow", &f.into()).await;
+    for (session, msgs) in SESSIONS {
+        wait(m.add_messages(js(msgs), js(&format!(r#"{{"session": "{session}"}}"#)))).await.unwrap();
+    }
+    // A pasted document in the memory, so that the first prompt is long and can be cut.
+    let paste = "the tomatoes need staking and water at dawn in the raised bed ".repeat(200);
+    let pasted =
+        format!(r#"[{{"speaker": "Maya", "content": "Garden notes: {paste}", "time": "2024-03-04T10:00:00Z"}}]"#);
+    wait(m.add_messages(js(&pasted), js(r#"{"session": "notes"}"#))).await.unwrap();
+    let a = wait(m.answer("Where are the tomatoes?".into(), js(r#"{"prune": "none"}"#)))
+        .await
+        .expect("answered after the smaller prompt");
+    assert_eq!(string(&a, "answer"), "In the raised bed");
+    let lengths = Reflect::get(&js_sys::global(), &"__sentLengths".into()).unwrap();
+    let lengths: Vec<f64> = lengths.unchecked_into::<js_sys::Array>().iter().map(|n| n.as_f64().unwrap()).collect();
+    assert_eq!(lengths.len(), 2, "one more call, not a failure: {lengths:?}");
+    assert!(lengths[1] < lengths[0] * 0.7, "the second prompt is smaller: {lengths:?}");
+    let stats = wait(m.stats()).await.unwrap();
+    assert_eq!(num(&stats, "llm.answer.shrunk"), 1.0);
+
+    // A callback that always says so: after the shrinking retries, the answer fails with loci's context error.
+    let always = Function::new_with_args(
+        "req",
+        r#"globalThis.__overflowCalls = (globalThis.__overflowCalls || 0) + 1;
+           const e = new Error("prompt too long"); e.code = "LLM_CONTEXT_EXCEEDED"; return Promise.reject(e);"#,
+    );
+    m.set_llm(always.into()).unwrap();
+    let err = wait(m.answer("Where are the tomatoes?".into(), js(r#"{"prune": "none"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "LLM_CONTEXT_EXCEEDED");
+    let calls = Reflect::get(&js_sys::global(), &"__overflowCalls".into()).unwrap().as_f64().unwrap();
+    assert!((2.0..=5.0).contains(&calls), "retried smaller a bounded number of times: {calls}");
+    // Any other thrown error stays LLM_UNAVAILABLE.
+    let other = Function::new_with_args(
+        "req",
+        r#"const e = new Error("GPU lost"); e.code = "E_GPU"; return Promise.reject(e);"#,
+    );
+    m.set_llm(other.into()).unwrap();
+    let err = wait(m.answer("Where are the tomatoes?".into(), js(r#"{"prune": "none"}"#))).await.unwrap_err();
+    assert_eq!(code(&err), "LLM_UNAVAILABLE");
+    wait(m.close()).await.unwrap();
+}
+
+#[wasm_bindgen_test]
 async fn a_reasoning_model_answers_in_the_page_without_its_thoughts() {
     // An OpenAI reasoning model's refusals (max_tokens, temperature, frequency_penalty), then its thoughts written
     // into the content, quoting JSON, before the answer.

@@ -1,13 +1,21 @@
 // The demo: a chat whose bot remembers across reloads. Every reply uses answer() with the configured LLM endpoint;
 // without one, the page shows the recalled and extractively pruned evidence instead. All memory text is rendered
 // with textContent: it is data, never markup. The API key stays in this page's memory unless "remember" is ticked.
+// "Run the model in this browser" loads a small GGUF model into wllama (served by this site, like the embedder) and
+// answers with it through loci/llm: then nothing leaves the device.
 import init, { Memory } from "../pkg/loci.js";
+import { fromWllama } from "../adapters/llm.js";
 import { SAMPLE, SAMPLE_QUESTIONS } from "./sample.js";
 
 const $ = (id) => document.getElementById(id);
 const phases = ["tokenizer", "model", "runtime", "storage", "ready"];
 const SETTINGS_KEY = "loci-demo-llm";
+const LOCAL_MODEL = { name: "SmolLM2-135M", url: "assets/llm/SmolLM2-135M-Instruct.Q4_1.gguf", contextTokens: 2048 };
 let memory = null;
+// The in-browser model once loaded ({ wllama, loadMs }), and whether replies come from it.
+let local = null;
+let usingLocal = false;
+const callStats = []; // each in-browser call's speed, for the page and the end-to-end test
 
 function setStatus(text, isError = false) {
   $("status").textContent = text;
@@ -48,6 +56,8 @@ function showEvidence(result) {
     list.append(item);
   }
   $("context").textContent = result.context;
+  $("context-summary").textContent = `What the memory added to the prompt (${result.contextTokens} tokens` +
+    `${result.unprunedTokens > result.contextTokens ? ` of ${result.unprunedTokens} recalled` : ""})`;
 }
 
 async function refreshMeters() {
@@ -148,8 +158,10 @@ async function reply(question) {
     $("stop").onclick = () => stop.abort();
     $("stop").hidden = false;
     let a;
+    // A small model on a CPU reads ~15 prompt tokens a second on one core: two sessions, pruned without an LLM call.
+    const options = usingLocal ? { k: 2, prune: "extractive" } : { k: 3 };
     try {
-      a = await memory.answer(question, { k: 3, onText, signal: stop.signal });
+      a = await memory.answer(question, { ...options, onText, signal: stop.signal });
     } catch (e) {
       if (e.code === "ABORTED" && line) line.body.data += " [stopped]";
       else line?.item.remove();
@@ -158,6 +170,7 @@ async function reply(question) {
       $("stop").hidden = true;
     }
     showEvidence(a);
+    if (usingLocal) $("context-panel").open = true;
     if (line) line.body.data = a.answer;
     else say("loci", a.answer, "bot");
     return { answer: a.answer, note: `${a.spent.calls} LLM calls, ${a.spent.usage.inputTokens + a.spent.usage.outputTokens} tokens` };
@@ -246,6 +259,7 @@ function applySettings(event) {
   try {
     memory.setLlm(baseUrl ? { baseUrl, model: model || "default", apiKey: apiKey || undefined, contextTokens, timeoutMs }
       : null);
+    usingLocal = false;
     const keep = { baseUrl, model, contextTokens, timeoutS, ...($("remember-key").checked ? { apiKey } : {}) };
     localStorage.setItem(SETTINGS_KEY, JSON.stringify(keep)); // the key only when the user asked for it
     setStatus(baseUrl ? `Replies come from ${model || "the model"} at ${baseUrl}.` : "No LLM: replies show the evidence.");
@@ -267,6 +281,64 @@ function restoreSettings() {
     if (saved.baseUrl) applySettings();
   } catch {
     localStorage.removeItem(SETTINGS_KEY);
+  }
+}
+
+function setLocalStatus(text, isError = false) {
+  $("local-status").textContent = text;
+  $("local-status").classList.toggle("error", isError);
+}
+
+const perSecond = (n) => (n ? `${n.toFixed(1)} tokens/s` : "–");
+
+function showSpeed(s) {
+  callStats.push(s);
+  $("local-speed").textContent = `Last call: read ${s.promptTokens} prompt tokens at ${perSecond(s.promptTokensPerSecond)}, ` +
+    `wrote ${s.outputTokens} at ${perSecond(s.outputTokensPerSecond)} (${(s.totalMs / 1000).toFixed(1)} s).`;
+}
+
+// Loads wllama and the model once (the model file is kept by the browser: later loads skip the download), then
+// answers with it. Everything comes from this site: wllama's CDN fallback (for browsers without JSPI or memory64) is
+// turned off, so such a browser gets an error here rather than a download from elsewhere.
+async function runLocal() {
+  const button = $("run-local");
+  const progress = $("local-progress");
+  button.disabled = true;
+  try {
+    if (!local) {
+      const started = performance.now();
+      setLocalStatus("Loading wllama…");
+      const { Wllama } = await import("./assets/wllama/wllama.js");
+      const wllama = new Wllama({ default: new URL("assets/wllama/wllama.wasm", location.href).href },
+        { suppressNativeLog: true });
+      wllama.setCompat(null);
+      progress.hidden = false;
+      progress.value = 0;
+      await wllama.loadModelFromUrl(new URL(LOCAL_MODEL.url, location.href).href, {
+        n_ctx: LOCAL_MODEL.contextTokens,
+        n_gpu_layers: 0, // the CPU: WebGPU is not everywhere, and a 135M model gains little from it
+        progressCallback: ({ loaded, total }) => {
+          progress.value = total ? loaded / total : 0;
+          setLocalStatus(`Downloading the model: ${(loaded / 1e6).toFixed(0)} of ${(total / 1e6).toFixed(0)} MB…`);
+        },
+      });
+      local = { wllama, loadMs: performance.now() - started };
+    }
+    memory.setLlm(fromWllama(local.wllama, { onStats: showSpeed }));
+    usingLocal = true;
+    const threads = local.wllama.getNumThreads();
+    setLocalStatus(`${LOCAL_MODEL.name} loaded in ${(local.loadMs / 1000).toFixed(1)} s: ${threads} thread` +
+      `${threads === 1 ? "" : "s"}, ${LOCAL_MODEL.contextTokens.toLocaleString("en")}-token window.`);
+    setStatus(`Replies come from ${LOCAL_MODEL.name} running in this browser: nothing leaves this device.`);
+  } catch (e) {
+    // wllama rejects with the worker's error event when its worker cannot start: a CSP without `worker-src blob:`.
+    const why = e instanceof Event ? "wllama's worker did not start (a Content-Security-Policy needs `worker-src blob:`)"
+      : describeError(e);
+    setLocalStatus(`The model could not run here: ${why}`, true);
+  } finally {
+    button.disabled = false;
+    progress.hidden = true;
+    await refreshMeters();
   }
 }
 
@@ -330,6 +402,7 @@ async function main() {
   $("load-sample").addEventListener("click", loadSample);
   $("settings").addEventListener("submit", applySettings);
   $("clear-llm").addEventListener("click", () => { $("base-url").value = ""; applySettings(); });
+  $("run-local").addEventListener("click", runLocal);
   $("export").addEventListener("click", exportMemory);
   $("import").addEventListener("change", importMemory);
   $("forget").addEventListener("click", forget);
@@ -342,7 +415,7 @@ async function main() {
   restoreSettings();
   await refreshMeters();
   await refreshDistilled();
-  window.loci = { memory }; // for the console and the end-to-end test
+  window.loci = { memory, callStats }; // for the console and the end-to-end test
 }
 
 main().catch((e) => setStatus(describeError(e), true));

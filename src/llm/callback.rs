@@ -2,7 +2,9 @@
 //! `async ({ messages, json, maxTokens, temperature, schema, signal, onText? }) => ({ text, usage? })` where `usage` is
 //! `{ inputTokens, outputTokens }` (OpenAI's `prompt_tokens` / `completion_tokens` are accepted too); a plain
 //! string return is taken as the text. Missing usage is estimated. A thrown error becomes `LLM_UNAVAILABLE`
-//! (or `ABORTED` when the caller's signal fired). The model's window is the function's `contextTokens` property
+//! (or `ABORTED` when the caller's signal fired); one with `code: "LLM_CONTEXT_EXCEEDED"` (the prompt does not fit
+//! the model, as `loci/llm`'s helpers report it) is loci's context error, so the prompt is sent again smaller, as
+//! for an endpoint that says so. The model's window is the function's `contextTokens` property
 //! when it has one (`fn.contextTokens = 2048`), else [`DEFAULT_CONTEXT_TOKENS`]. `onText` is there when loci
 //! listens to the reply as it is written (a streamed answer): a function that streams may call it with the text so
 //! far; one that does not can ignore it.
@@ -60,6 +62,14 @@ fn js_message(e: &JsValue) -> String {
         .and_then(|m| m.as_string())
         .or_else(|| e.as_string())
         .unwrap_or_else(|| "the llm callback failed".into())
+}
+
+/// A thrown error's `code`, when it is a string.
+fn js_code(e: &JsValue) -> Option<String> {
+    if !e.is_object() {
+        return None;
+    }
+    Reflect::get(e, &"code".into()).ok().and_then(|c| c.as_string())
 }
 
 fn number(obj: &JsValue, keys: &[&str]) -> Option<u64> {
@@ -127,6 +137,10 @@ impl Llm for CallbackLlm {
         }
         let failed = |e: JsValue| match &request.abort {
             Some(a) if a.is_aborted() => Error::Aborted,
+            // Answered by the caller with the prompt cut smaller (llm::fit), never retried as it is.
+            _ if js_code(&e).as_deref() == Some("LLM_CONTEXT_EXCEEDED") => {
+                Error::LlmContextExceeded(format!("the llm callback: {}", js_message(&e)))
+            }
             _ => Error::LlmUnavailable(format!("the llm callback failed: {}", js_message(&e))),
         };
         let mut ret = self.f.call1(&JsValue::NULL, &arg).map_err(failed)?;

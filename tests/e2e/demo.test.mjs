@@ -1,7 +1,8 @@
 // End-to-end: the demo page in headless Chromium (Debian's, driven by playwright-core; no browser download).
 // Without an LLM the bot shows evidence; with the scripted test LLM server it answers; after a reload it answers a
 // question that needs an earlier session. Memory text renders inert, and nothing leaves the page but the calls to
-// the configured endpoint. Screenshots go to docs/screenshots/ (the README shows them).
+// the configured endpoint. "Run the model in this browser" loads wllama and SmolLM2-135M from the page's own origin
+// and answers from memory with it. Screenshots go to docs/screenshots/ (the README shows them).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -25,7 +26,8 @@ const llmPort = await new Promise((ok) => llmServer.stdout.on("data", (d) => {
 }));
 const llmUrl = `http://127.0.0.1:${llmPort}/v1`;
 // The demo runs under a strict Content-Security-Policy: no 'unsafe-eval', no 'unsafe-inline'; WebAssembly only.
-const csp = ["default-src 'self'", "script-src 'self' 'wasm-unsafe-eval'", "worker-src 'self'",
+// `blob:` workers: wllama (the in-browser LLM) starts its worker from a blob of its own code.
+const csp = ["default-src 'self'", "script-src 'self' 'wasm-unsafe-eval'", "worker-src 'self' blob:",
   `connect-src 'self' http://127.0.0.1:${llmPort}`].join("; ");
 const server = await serve(0, ["tests"], { "Content-Security-Policy": csp });
 const origin = `http://127.0.0.1:${server.address().port}`;
@@ -309,6 +311,49 @@ try {
   assert.deepEqual(awayRequests.filter((u) => !u.startsWith(awayOrigin) && !/^(data|blob):/.test(u)), []);
   await away.close();
   console.log("e2e: no telemetry beacon from a page that is not on localhost and not under automation");
+
+  // The in-browser LLM, on a fresh profile (its own memory): the model loads from the page's origin with progress,
+  // a fact remembered is answered by SmolLM2-135M through loci/llm, the page shows the speed and what the memory
+  // added to the prompt, under the same CSP with no violation.
+  const localStarted = Date.now();
+  const inBrowser = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await inBrowser.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener("securitypolicyviolation",
+      (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
+  });
+  const localPage = await inBrowser.newPage();
+  localPage.on("request", (r) => requests.push(r.url()));
+  localPage.on("pageerror", (e) => console.error("in-browser LLM page error:", e.message));
+  localPage.on("console", (m) => /Content Security Policy/.test(m.text()) && consoleViolations.push(m.text()));
+  await localPage.goto(`${origin}/www/`);
+  await ready(localPage);
+  const progressSeen = localPage.waitForFunction(() => !document.querySelector("#local-progress").hidden
+    && document.querySelector("#local-status").textContent.startsWith("Downloading the model"), null, { timeout: 60_000 });
+  await localPage.click("#run-local");
+  await progressSeen;
+  await statusStarts(localPage, "Replies come from SmolLM2-135M running in this browser", 120_000);
+  assert.match(await localPage.textContent("#local-status"), /^SmolLM2-135M loaded in [\d.]+ s: \d+ threads?, 2,048-token window\.$/);
+  await localPage.fill("#message", "My dog's name is Biscuit, he is a beagle.");
+  await localPage.click("#remember-only");
+  await statusStarts(localPage, "Stored");
+  const localAnswer = await chat(localPage, "What is my dog's name?", 240_000);
+  assert.match(localAnswer, /Biscuit/, `the in-browser model answers from memory: ${JSON.stringify(localAnswer)}`);
+  assert.ok(await localPage.isVisible("#context"), "what the memory added to the prompt is shown");
+  assert.match(await localPage.textContent("#context"), /Biscuit, he is a beagle/);
+  assert.match(await localPage.textContent("#context-summary"), /^What the memory added to the prompt \(\d+ tokens/);
+  assert.match(await localPage.textContent("#local-speed"),
+    /^Last call: read \d+ prompt tokens at [\d.]+ tokens\/s, wrote \d+ at [\d.]+ tokens\/s/);
+  const localStats = await localPage.evaluate(() => window.loci.callStats);
+  assert.ok(localStats.length >= 1 && localStats.every((s) => s.outputTokensPerSecond > 0), JSON.stringify(localStats));
+  await localPage.screenshot({ path: join(shots, "in-browser-llm.png"), fullPage: true });
+  assert.deepEqual(await localPage.evaluate(() => window.cspViolations), [], "no CSP violation with wllama's worker");
+  assert.deepEqual(consoleViolations, [], "no CSP report in the console");
+  const last = localStats.at(-1);
+  console.log(`e2e: the in-browser LLM answered ${JSON.stringify(localAnswer)} (${last.promptTokens} prompt tokens at `
+    + `${last.promptTokensPerSecond.toFixed(1)} tok/s, ${last.outputTokens} written at ${last.outputTokensPerSecond.toFixed(1)} `
+    + `tok/s; ${((Date.now() - localStarted) / 1000).toFixed(0)} s with the model's load)`);
+  await inBrowser.close();
 
   const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !/^(data|blob):/.test(u));
   assert.deepEqual(foreign, [], "nothing leaves the page but calls to the user's endpoint");

@@ -2,7 +2,8 @@
 // onnxruntime-web at the version the package pins, from npm's cache when there and from the registry when not), type-check a TypeScript consumer and the README's quick start against the shipped types, then use the
 // installed package in headless Chromium from a plain page and from a Vite production build: open, remember, recall;
 // the adapters (loci/ai-sdk, loci/langchain) type-checked against their peers (ai, @langchain/core) and used in the
-// Vite build; then the apps in examples/, installed from the same tarball and used (tests/package/examples.mjs).
+// Vite build; loci/llm type-checked with a real wllama (its peer) and the WebLLM and Prompt API shapes, and bundled;
+// then the apps in examples/, installed from the same tarball and used (tests/package/examples.mjs).
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import { execFile, execFileSync } from "node:child_process";
@@ -39,7 +40,7 @@ try {
   const dev = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).devDependencies;
   const peer = (p) => `${p}@${dev[p]}`;
   run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", join(work, tarball),
-    peer("ai"), peer("@langchain/core"), peer("@types/json-schema")], app);
+    peer("ai"), peer("@langchain/core"), peer("@types/json-schema"), peer("@wllama/wllama")], app);
   const installed = join(app, "node_modules", "loci");
   const files = readdirSync(join(installed, "pkg"));
   assert.ok(files.includes("loci.js") && files.includes("loci_bg.wasm") && files.includes("loci.d.ts"), files.join());
@@ -105,6 +106,41 @@ export async function history(memory: Memory): Promise<number> {
   return (await h.getMessages()).length;
 }
 `);
+  // loci/llm: a real wllama's Wllama where fromWllama takes one; WebLLM's engine and Chrome's LanguageModel as their
+  // documented shapes (neither package is installed here: WebLLM's is 6 MB of WebGPU code, the Prompt API is a global).
+  writeFileSync(join(app, "llm.ts"), `
+import { Wllama, type LoadModelParams } from "@wllama/wllama";
+import type { Memory } from "loci";
+import { fromPromptApi, fromWebLLM, fromWllama, type InBrowserLlm, type LlmCallStats } from "loci/llm";
+declare const engine: {
+  chat: { completions: { create(request: object): Promise<AsyncIterable<object>> } };
+  interruptGenerate(): Promise<void>;
+  modelId?: string[];
+  chatOpts?: { context_window_size: number }[];
+};
+declare const LanguageModel: {
+  availability(options?: object): Promise<"unavailable" | "downloadable" | "downloading" | "available">;
+  create(options?: object): Promise<{
+    promptStreaming(input: string | object[], options?: object): ReadableStream<string>;
+    clone(options?: { signal?: AbortSignal }): Promise<any>;
+    destroy(): void;
+    readonly contextWindow: number;
+  }>;
+};
+export async function inBrowser(memory: Memory): Promise<number> {
+  const wllama = new Wllama({ default: "/assets/wllama/wllama.wasm" });
+  wllama.setCompat(null);
+  const params: LoadModelParams = { n_ctx: 2048, n_threads: 1 };
+  await wllama.loadModelFromUrl("/assets/llm/model.gguf", params);
+  const speeds: number[] = [];
+  const llm: InBrowserLlm = fromWllama(wllama, { onStats: (s: LlmCallStats) => speeds.push(s.outputTokensPerSecond ?? 0) });
+  memory.setLlm(llm);
+  memory.setLlm(fromWebLLM(engine, { model: "SmolLM2-360M-Instruct-q4f16_1-MLC", contextTokens: 4096 }));
+  const chrome: InBrowserLlm = await fromPromptApi(LanguageModel, { onDownloadProgress: (p: number) => console.log(p) });
+  memory.setLlm(chrome);
+  return llm.contextTokens + chrome.contextTokens + speeds.length;
+}
+`);
   // The README's quick start, as a newcomer pastes it: it must compile against the shipped types too.
   const quickStart = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readFileSync(join(root, "README.md"), "utf8"));
   assert.ok(quickStart, "the README has a quick start");
@@ -130,6 +166,13 @@ export async function history(memory: Memory): Promise<number> {
       files: ["adapters.ts"],
     }));
     typeChecks.push(tsc(`tsconfig.adapters-${resolution}.json`, app));
+    // wllama's own declarations do not pass a strict check of a library (they reference Node's console types):
+    // skipLibCheck for them, as an app using wllama sets it; loci/llm's and the consumer's code are checked strictly.
+    writeFileSync(join(app, `tsconfig.llm-${resolution}.json`), JSON.stringify({
+      compilerOptions: { strict: true, noEmit: true, skipLibCheck: true, target: "es2022", module, moduleResolution: resolution, lib: ["es2022", "dom"], types: ["node"] },
+      files: ["llm.ts"],
+    }));
+    typeChecks.push(tsc(`tsconfig.llm-${resolution}.json`, app));
   }
   // The type checks (~15 s of CPU each with the AI SDK's and LangChain's declarations) run while the pages are
   // checked; the first failure is reported at the end.
@@ -197,22 +240,28 @@ try {
   assert.ok(script.includes(result));
   writeFileSync(join(viteApp, "main.js"), `import { lociMemory } from "loci/ai-sdk";
 import { LociRetriever } from "loci/langchain";
+import { fromPromptApi } from "loci/llm";
 ${script.replace(result, `const middleware = lociMemory(memory, { k: 1, store: false });
   const question = [{ role: "user", content: [{ type: "text", text: "What does my pet enjoy?" }] }];
   const { prompt } = await middleware.transformParams({ type: "generate", params: { prompt: question } });
   const docs = await new LociRetriever({ memory, k: 1 }).invoke("What does my pet enjoy?");
+  // loci/llm from the bundle: a Prompt API session (a stand-in: Debian's Chromium has no built-in model) answers.
+  const session = { contextWindow: 4096, destroy() {}, async clone() { return session; },
+    promptStreaming: () => new ReadableStream({ start(c) { c.enqueue('{"answer": "the '); c.enqueue('beach"}'); c.close(); } }) };
+  memory.setLlm(await fromPromptApi(session));
+  const answered = await memory.answer("What does my pet enjoy?", { k: 1, prune: "none" }).then((a) => a.answer, (e) => e.code);
   window.result = { top: r.sessions[0].id, device: r.device, fenced: prompt.at(-1).content[0].text.startsWith("<memory>\\n### Session dog ("),
-    retrieved: docs[0].metadata.sessionId };`)}`);
+    retrieved: docs[0].metadata.sessionId, answered };`)}`);
   // LangChain's bundle is over Vite's 500 kB warning, and zod has comments Rollup cannot place: say nothing of them.
   writeFileSync(join(viteApp, "vite.config.js"), `export default { build: { chunkSizeWarningLimit: 4000, rollupOptions: {
   onwarn(warning, warn) { if (warning.code !== "INVALID_ANNOTATION") warn(warning); } } } };`);
   writeFileSync(join(viteApp, "index.html"), `<!doctype html><meta charset="utf-8"><script type="module" src="/main.js"></script>`);
   run(join(root, "node_modules", ".bin", "vite"), ["build", "--logLevel", "warn"], viteApp);
-  assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm", fenced: true, retrieved: "dog" },
+  assert.deepEqual(await check(join(viteApp, "dist"), "index.html"), { top: "dog", device: "wasm", fenced: true, retrieved: "dog", answered: "the beach" },
     "Vite build");
   const examplesTook = await checkExamples({ root, work, tarball, browser, serveDir });
   await typed;
-  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build, loci/ai-sdk and loci/langchain too; examples/ in ${examplesTook.toFixed(0)} s)`);
+  console.log(`package: ok (${tarball} installed, types check, recall works in a plain page and a Vite build, loci/ai-sdk, loci/langchain and loci/llm too; examples/ in ${examplesTook.toFixed(0)} s)`);
 } catch (e) {
   failed = true;
   console.error(e);
