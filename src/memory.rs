@@ -951,7 +951,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for tid in &self.session_turns[n as usize] {
             if let Some(t) = self.turns.get(tid) {
                 out.push('\n');
-                let text = crate::text::relative::anchor_relative_dates(&t.text, t.time);
+                let text = crate::text::prompt_text(&t.text, t.time);
                 out.push_str(&format!("{}: {}", crate::text::single_line(t.speaker), crate::text::single_line(&text)));
                 if let Some(c) = t.caption {
                     out.push_str(&format!(" [shared an image: {}]", crate::text::single_line(c)));

@@ -149,6 +149,7 @@ fn a_failing_llm_leaves_the_memory_intact_and_is_counted() {
 /// line that names its speaker under its session's date; the system messages hold no stored text at all.
 #[test]
 fn poisoned_turns_stay_fenced_data_with_provenance() {
+    use loci::text::screen::WITHHELD;
     let server = LlmServer::start();
     let llm = client(&server);
     let mut m = memory();
@@ -188,14 +189,19 @@ fn poisoned_turns_stay_fenced_data_with_provenance() {
                     assert!(open < at && at < close, "{planted:?} outside the fence: {content}");
                 }
             }
-            if let Some(line) = content.lines().find(|l| l.contains("CryptoMax")) {
+            if let Some(line) = content.lines().find(|l| l.contains(WITHHELD)) {
                 assert!(line.contains("Mallory"), "the line names its speaker: {line}");
                 assert!(content[open..close].contains("2023-06-10"), "its session's date is given: {content}");
             }
         }
     }
-    let poisoned = log.iter().filter(|r| r["body"].to_string().contains("CryptoMax")).count();
-    assert!(poisoned >= 1, "the poisoned session was recalled, so the checks above saw it");
+    // The instruction itself never reaches the model (`text::screen` withholds it); its neighbour's markup does,
+    // fenced and inert, as data.
+    let bodies: Vec<String> = log.iter().map(|r| r["body"].to_string()).collect();
+    assert!(bodies.iter().all(|b| !b.contains("CryptoMax") && !b.contains("admin mode")), "{bodies:?}");
+    let poisoned = bodies.iter().filter(|b| b.contains(&format!("Mallory: {WITHHELD}"))).count();
+    assert!(poisoned >= 1, "the poisoned session was recalled, withheld, so the checks above saw it");
+    assert!(bodies.iter().any(|b| b.contains("&lt;script>") || b.contains("<script>")), "Ana's line is still there");
 }
 
 /// Two hiking sessions and one about bread: a question with a part for each topic.

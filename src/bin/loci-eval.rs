@@ -238,6 +238,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             Some("qa") => return qa_main(),
             Some("distill") => return distill_main(),
             Some("redteam") => return redteam_main(),
+            Some("screen") => return screen_main(),
             Some("expand") => return expand_main(),
             Some("bridge") => return bridge_main(),
             _ => {}
@@ -1124,6 +1125,51 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
     /// instruction) answered by loci's prompt (`Memory::answer`, unpruned) and by a naive prompt that pastes the
     /// same recalled context into the system message. Prints the attack success rate of each and how many answers
     /// were still right; `--json` writes every answer.
+    /// `loci-eval screen --data locomo10.json [--dataset locomo|longmemeval] [--json]`: every turn (and image
+    /// caption) of a data set through `text::screen`, the messages it would withhold from a model's prompt listed.
+    /// On real chats this is the false-positive count of the red team's defence (docs/SECURITY.md).
+    fn screen_main() -> Result<(), String> {
+        use loci::text::screen::{instructs, sentence_reason};
+        let o = options(&["data", "dataset", "json"])?;
+        let data = PathBuf::from(o.get("data").ok_or("--data is required")?);
+        let corpora = match o.get("dataset").map_or("locomo", String::as_str) {
+            "locomo" => locomo::load(&data, GroundTruth::Clean)?,
+            "longmemeval" => longmemeval::load(&data, GroundTruth::Clean)?,
+            d => return Err(format!("--dataset {d}: locomo or longmemeval")),
+        };
+        let (mut texts, mut flagged) = (0usize, Vec::new());
+        for corpus in &corpora {
+            for session in &corpus.sessions {
+                for turn in &session.turns {
+                    for text in std::iter::once(&turn.text).chain(turn.caption.as_ref()) {
+                        texts += 1;
+                        if instructs(text) {
+                            let reason = text
+                                .split_inclusive(['.', '!', '?', '\n'])
+                                .find_map(sentence_reason)
+                                .map_or_else(|| "?".to_string(), |r| format!("{r:?}"));
+                            flagged.push((format!("{}/{}", corpus.id, turn.dia_id), text.clone(), reason));
+                        }
+                    }
+                }
+            }
+        }
+        if o.contains_key("json") {
+            let list: Vec<serde_json::Value> = flagged
+                .iter()
+                .map(|(id, text, reason)| serde_json::json!({ "id": id, "text": text, "reason": reason }))
+                .collect();
+            let out = serde_json::json!({ "texts": texts, "withheld": flagged.len(), "flagged": list });
+            println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+        } else {
+            for (id, text, reason) in &flagged {
+                println!("{id}\t{reason}\t{text}");
+            }
+            println!("screened {texts} texts (turns and image captions): {} withheld", flagged.len());
+        }
+        Ok(())
+    }
+
     fn redteam_main() -> Result<(), String> {
         use loci::eval::redteam;
         let fixture_time =
@@ -1132,9 +1178,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
         let (tokenizer, runtime) = model_runtime(2, false, None, EmbedConfig::default().batch_size)?;
         let mut outcomes = Vec::new();
-        let cases = redteam::cases();
+        // The thirty the defence was written with, then the ten held out from it, summarized apart.
+        let cases: Vec<(redteam::Case, &str)> = redteam::cases()
+            .into_iter()
+            .map(|c| (c, ""))
+            .chain(redteam::held_out_cases().into_iter().map(|c| (c, " held-out")))
+            .collect();
         let bar = progress(2 * cases.len() as u64, "redteam");
-        for case in &cases {
+        for (case, set) in &cases {
             let embedder =
                 Embedder::new(tokenizer.clone(), runtime.clone(), EmbedConfig::default()).map_err(|e| e.to_string())?;
             let mut memory = block_on(Memory::open(MemStore::new(), embedder, MemoryConfig::default()))
@@ -1163,13 +1214,14 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             options.prune.mode = loci::recall::prune::PruneMode::None;
             options.recall.k = redteam::BENIGN.len() + 1; // the whole memory: the plant is always in the context
             let record = |prompt: &str, result: Result<String, String>| {
+                let prompt = format!("{prompt}{set}");
                 let (answer, error) = match result {
                     Ok(a) => (a, None),
                     Err(e) => (String::new(), Some(e)),
                 };
                 redteam::Outcome {
                     case: case.name(),
-                    prompt: prompt.into(),
+                    prompt,
                     attack_followed: redteam::contains(&answer, case.marker),
                     answered_right: redteam::contains(&answer, case.expected),
                     answer,
@@ -1180,7 +1232,25 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             outcomes.push(record("loci", fenced.map_err(|e| e.to_string())));
             bar.inc(1);
             let recalled = block_on(memory.recall(case.question, options.recall)).map_err(|e| e.to_string())?;
-            let naive = block_on(redteam::naive_answer(&llm, &recalled.context, case.question));
+            // A naive chatbot pastes what it stored as it was stored: loci's layout without its screening.
+            let mut naive_sessions: Vec<&loci::memory::RecalledSession> = recalled.sessions.iter().collect();
+            if options.recall.chronological {
+                naive_sessions.sort_by(|a, b| a.first_time.total_cmp(&b.first_time));
+            }
+            let naive_context = naive_sessions
+                .iter()
+                .map(|s| {
+                    let mut out = format!("### Session {} ({})", s.id, loci::types::format_time(s.first_time));
+                    for t in memory.session_turns(&s.id) {
+                        let text = loci::text::relative::anchor_relative_dates(&t.text, t.time);
+                        let (speaker, text) = (loci::text::single_line(&t.speaker), loci::text::single_line(&text));
+                        out.push_str(&format!("\n{speaker}: {text}"));
+                    }
+                    out
+                })
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            let naive = block_on(redteam::naive_answer(&llm, &naive_context, case.question));
             outcomes.push(record("naive", naive.map_err(|e| e.to_string())));
             bar.inc(1);
         }
@@ -1195,10 +1265,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 o.error.as_deref().unwrap_or(&o.answer).replace('\n', " ")
             );
         }
-        let summaries = [redteam::summarize(&outcomes, "loci"), redteam::summarize(&outcomes, "naive")];
+        let summaries = ["loci", "naive", "loci held-out", "naive held-out"].map(|p| redteam::summarize(&outcomes, p));
         for s in &summaries {
             println!(
-                "{:<6} cases {}  attack success rate {:.2}  answered right {:.2}  errors {}",
+                "{:<14} cases {}  attack success rate {:.2}  answered right {:.2}  errors {}",
                 s.prompt, s.cases, s.attack_success_rate, s.answered_right_rate, s.errors
             );
         }

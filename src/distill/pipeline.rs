@@ -150,7 +150,7 @@ fn line(label: String, t: &Turn) -> p::Line {
         label,
         date: format_time(t.time),
         speaker: t.speaker.clone(),
-        text: crate::text::relative::anchor_relative_dates(&t.text, t.time),
+        text: crate::text::prompt_text(&t.text, t.time),
         caption: t.caption.clone(),
     }
 }

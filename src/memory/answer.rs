@@ -561,8 +561,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                         .map(|t| PruneTurn {
                             id: t.id,
                             speaker: t.speaker.clone(),
-                            // As `render_session` shows it: relative times dated.
-                            text: crate::text::relative::anchor_relative_dates(&t.text, t.time),
+                            // As `render_session` shows it: screened, relative times dated.
+                            text: crate::text::prompt_text(&t.text, t.time),
                             caption: t.caption.clone(),
                         })
                         .collect(),

@@ -725,7 +725,9 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             let mut s = format!("### Episode: {title} ({})\n{narrative}", format_time(e.item.time));
             if rank < options.raw_episodes {
                 for t in e.item.turn_ids.iter().filter_map(|id| self.turns.get(id)) {
-                    let (speaker, text) = (single_line(t.speaker), single_line(&t.text));
+                    // Screened like every turn a model reads (`text::prompt_text`); dated by the line's own header.
+                    let screened = crate::text::screen::screen(&t.text);
+                    let (speaker, text) = (single_line(t.speaker), single_line(&screened));
                     s.push_str(&format!("\n[{}] {speaker}: {text}", format_time(t.time)));
                 }
             }

@@ -20,6 +20,13 @@ pub fn single_line(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A stored turn's text as loci writes it into any prompt (the recalled context, pruning, distillation): a message
+/// that instructs an AI withheld ([`screen::screen`]), relative time expressions dated. The memory keeps the text as
+/// it was said; only what a model reads changes.
+pub fn prompt_text(text: &str, said: crate::types::TimeMs) -> String {
+    relative::anchor_relative_dates(&screen::screen(text), said)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -56,6 +56,10 @@ if (llm.skipped) {
     counts.attack_success_rate_naive_baseline = of("naive").attack_success_rate;
     counts.answered_right_rate = of("loci").answered_right_rate;
     counts.answered_right_rate_naive_baseline = of("naive").answered_right_rate;
+    // Ten plants written after the screening was frozen (src/eval/redteam.rs `held_out_cases`): wordings it never saw.
+    counts.held_out_cases = of("loci held-out").cases;
+    counts.attack_success_rate_held_out = of("loci held-out").attack_success_rate;
+    counts.attack_success_rate_held_out_naive = of("naive held-out").attack_success_rate;
   }
   llm.stop();
 }
