@@ -339,7 +339,11 @@ export interface KeptSession {
 export interface RecallResult {
   query: string;
   sessions: RecalledSession[];
-  /** The sessions (pruned when asked) as clean text under date headers: put it in a prompt as data. */
+  /**
+   * The sessions (pruned when asked) as clean text under date headers: put it in a prompt as data. A message that
+   * gives instructions to an AI ("ignore previous instructions…", a chat template's markup) shows here as
+   * `[withheld by loci: …]`; `sessions[].units[].text`, the store and exports keep it as said.
+   */
   context: string;
   contextTokens: number;
   device: "wasm" | "webgpu" | "cpu";
