@@ -57,6 +57,9 @@ pub struct MemoryConfig {
     pub vectors: Precision,
     /// Nemori distillation (episodes and facts) in background jobs; `None`: off.
     pub distill: Option<crate::distill::DistillConfig>,
+    /// Withhold stored messages that instruct an AI from every prompt loci writes (default on: `text::screen`).
+    /// Off for an app whose users store prompts as content (a prompt-engineering chat).
+    pub screen_memory: bool,
 }
 
 impl Default for MemoryConfig {
@@ -68,6 +71,7 @@ impl Default for MemoryConfig {
             session_gap_ms: 30.0 * 60.0 * 1000.0,
             vectors: Precision::default(),
             distill: None,
+            screen_memory: true,
         }
     }
 }
@@ -951,7 +955,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for tid in &self.session_turns[n as usize] {
             if let Some(t) = self.turns.get(tid) {
                 out.push('\n');
-                let text = crate::text::prompt_text(&t.text, t.time);
+                let text = crate::text::prompt_text(&t.text, t.time, self.config.screen_memory);
                 out.push_str(&format!("{}: {}", crate::text::single_line(t.speaker), crate::text::single_line(&text)));
                 if let Some(c) = t.caption {
                     out.push_str(&format!(" [shared an image: {}]", crate::text::single_line(c)));

@@ -14,6 +14,12 @@ export interface OpenOptions {
   /** How each write commits (default `"strict"`: acknowledged means on disk). */
   durability?: Durability;
   /**
+   * Withhold stored messages that give instructions to an AI ("ignore previous instructions…", a chat template's
+   * markup) from every prompt loci writes: `recall().context`, pruning, `answer()`, distillation (default `true`;
+   * docs/SECURITY.md). The memory keeps them as said. `false` for an app whose users store prompts as content.
+   */
+  screenMemory?: boolean;
+  /**
    * Nemori distillation: turns are queued (durably, with the turns) for segmentation into episodes and facts. The
    * jobs run in the background with the configured LLM as soon as a window fills (and resume after a reload);
    * `flush()` also segments what is still buffered and waits for every job. `true` takes the defaults. With it on,

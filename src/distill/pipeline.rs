@@ -57,6 +57,8 @@ pub struct JobInput<'a> {
     pub count: Count<'a>,
     /// How often the job failed before: a retry asks for a warmer reply (see [`retry_temperature`]).
     pub attempts: u32,
+    /// Whether turns that instruct an AI are withheld from the prompts (`MemoryConfig::screen_memory`).
+    pub screen_memory: bool,
 }
 
 /// The temperature of a job's calls after `attempts` failures. At temperature 0 a model (a local one serving its
@@ -145,12 +147,12 @@ fn capped(lines: &[p::Line], cap: usize) -> Vec<p::Line> {
 }
 
 /// A turn as a prompt line; its relative time expressions carry their dates (what narration must write).
-fn line(label: String, t: &Turn) -> p::Line {
+fn line(label: String, t: &Turn, screen_memory: bool) -> p::Line {
     p::Line {
         label,
         date: format_time(t.time),
         speaker: t.speaker.clone(),
-        text: crate::text::prompt_text(&t.text, t.time),
+        text: crate::text::prompt_text(&t.text, t.time, screen_memory),
         caption: t.caption.clone(),
     }
 }
@@ -177,8 +179,11 @@ async fn segment_job(session: &str, last: bool, input: &JobInput<'_>, spend: &mu
     }
     let (mut take, mut final_window) =
         if last && mine.len() <= config.last_window() { (mine.len(), true) } else { (config.window, false) };
-    let lines: Vec<p::Line> =
-        turns_of(&mine[..take], input.turns).into_iter().enumerate().map(|(i, t)| line(i.to_string(), t)).collect();
+    let lines: Vec<p::Line> = turns_of(&mine[..take], input.turns)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| line(i.to_string(), t, input.screen_memory))
+        .collect();
     // Fewer turns when the window does not fit the model whole (long messages): at least two; a single turn that
     // is still too long is cut in the prompt.
     let segment_cap = |n: usize| output_cap(8, n);
@@ -246,7 +251,13 @@ async fn narrate_job(
         let prompt_groups: Vec<Vec<p::Line>> = missing
             .iter()
             .enumerate()
-            .map(|(k, &g)| groups[g].iter().enumerate().map(|(n, t)| line(format!("{}.{}", k + 1, n + 1), t)).collect())
+            .map(|(k, &g)| {
+                groups[g]
+                    .iter()
+                    .enumerate()
+                    .map(|(n, t)| line(format!("{}.{}", k + 1, n + 1), t, input.screen_memory))
+                    .collect()
+            })
             .collect();
         let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
         // A narrative keeps every concrete detail: about a sentence per line narrated (qwen2.5-1.5b needed ~400
@@ -469,7 +480,11 @@ async fn distill_job(
         .enumerate()
         .map(|(i, (e, ts))| p::DistillItem {
             title: e.title.clone(),
-            lines: ts.iter().enumerate().map(|(n, t)| line(format!("{}.{}", i + 1, n + 1), t)).collect(),
+            lines: ts
+                .iter()
+                .enumerate()
+                .map(|(n, t)| line(format!("{}.{}", i + 1, n + 1), t, input.screen_memory))
+                .collect(),
             prediction: predictions.get(&i).cloned(),
         })
         .collect();

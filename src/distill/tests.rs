@@ -92,6 +92,7 @@ impl Rig {
             abort: None,
             count: &|s: &str| s.len() / 4,
             attempts: job.attempts,
+            screen_memory: true,
         };
         let w = block_on(run_job(&job, &input, &mut Bow, &mut Spend::default()))?;
         self.state.apply(&w);

@@ -562,7 +562,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                             id: t.id,
                             speaker: t.speaker.clone(),
                             // As `render_session` shows it: screened, relative times dated.
-                            text: crate::text::prompt_text(&t.text, t.time),
+                            text: crate::text::prompt_text(&t.text, t.time, self.config.screen_memory),
                             caption: t.caption.clone(),
                         })
                         .collect(),

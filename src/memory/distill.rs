@@ -99,6 +99,7 @@ pub struct JobTicket {
     epoch: u64,
     now: TimeMs,
     tokenizer: std::rc::Rc<crate::text::WordPiece>,
+    screen_memory: bool,
 }
 
 impl JobTicket {
@@ -113,7 +114,17 @@ impl JobTicket {
         let mut spend = Spend::default();
         let count = |s: &str| self.tokenizer.encode(s).len();
         let (state, turns, config, now) = (&self.state, &self.turns, &self.config, self.now);
-        let input = JobInput { state, turns, llm, config, now, abort, count: &count, attempts: self.job.attempts };
+        let input = JobInput {
+            state,
+            turns,
+            llm,
+            config,
+            now,
+            abort,
+            count: &count,
+            attempts: self.job.attempts,
+            screen_memory: self.screen_memory,
+        };
         let result = run_job(&self.job, &input, embed, &mut spend).await;
         (result, spend)
     }
@@ -353,7 +364,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         };
         let turns = turn_ids.iter().filter_map(|id| Some((*id, self.turns.get(id)?.to_turn()))).collect();
         let tokenizer = self.embedder.shared_tokenizer();
-        Some(JobTicket { job, state: self.distill.clone(), turns, config, epoch: self.distill_epoch, now, tokenizer })
+        let (state, epoch, screen_memory) = (self.distill.clone(), self.distill_epoch, self.config.screen_memory);
+        Some(JobTicket { job, state, turns, config, epoch, now, tokenizer, screen_memory })
     }
 
     /// Commits what a job produced, against the memory as it is now: LLM use is counted; a job that is no longer
@@ -726,7 +738,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             if rank < options.raw_episodes {
                 for t in e.item.turn_ids.iter().filter_map(|id| self.turns.get(id)) {
                     // Screened like every turn a model reads (`text::prompt_text`); dated by the line's own header.
-                    let screened = crate::text::screen::screen(&t.text);
+                    let screened = match self.config.screen_memory {
+                        true => crate::text::screen::screen(&t.text),
+                        false => std::borrow::Cow::Borrowed(&t.text[..]),
+                    };
                     let (speaker, text) = (single_line(t.speaker), single_line(&screened));
                     s.push_str(&format!("\n[{}] {speaker}: {text}", format_time(t.time)));
                 }

@@ -21,10 +21,14 @@ pub fn single_line(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// A stored turn's text as loci writes it into any prompt (the recalled context, pruning, distillation): a message
-/// that instructs an AI withheld ([`screen::screen`]), relative time expressions dated. The memory keeps the text as
-/// it was said; only what a model reads changes.
-pub fn prompt_text(text: &str, said: crate::types::TimeMs) -> String {
-    relative::anchor_relative_dates(&screen::screen(text), said)
+/// that instructs an AI withheld ([`screen::screen`]) when `screened` (`MemoryConfig::screen_memory`), relative time
+/// expressions dated. The memory keeps the text as it was said; only what a model reads changes.
+pub fn prompt_text(text: &str, said: crate::types::TimeMs, screened: bool) -> String {
+    if screened {
+        relative::anchor_relative_dates(&screen::screen(text), said)
+    } else {
+        relative::anchor_relative_dates(text, said)
+    }
 }
 
 #[cfg(test)]

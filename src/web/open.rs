@@ -192,6 +192,7 @@ pub(super) async fn open_inner(
             "maxMessageChars",
             "sessionGapMinutes",
             "durability",
+            "screenMemory",
             "onProgress",
             "llm",
             "distill",
@@ -258,6 +259,9 @@ pub(super) async fn open_inner(
             return Err(Error::invalid("`sessionGapMinutes` must be a non-negative number"));
         }
         config.session_gap_ms = g * 60_000.0;
+    }
+    if let Some(s) = opts.screen_memory {
+        config.screen_memory = s;
     }
     let model_url = absolute_url(e.model_url.as_deref().unwrap_or("assets/model/model.onnx"))?;
     let tokenizer_url = absolute_url(e.tokenizer_url.as_deref().unwrap_or("assets/model/tokenizer.json"))?;

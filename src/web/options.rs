@@ -42,6 +42,8 @@ pub(super) struct OpenOptions {
     /// `"strict"` (default) or `"relaxed"`: how IndexedDB commits each write.
     #[serde(default)]
     pub(super) durability: crate::store::idb::Durability,
+    #[serde(default)]
+    pub(super) screen_memory: Option<bool>,
 }
 
 /// `distill` of `Memory.open` (`true` takes every default).
