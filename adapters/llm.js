@@ -62,6 +62,25 @@ const wantsJson = (json, schema) => json || schema !== undefined;
 
 const WLLAMA_OPTIONS = ["contextTokens", "onStats", "params"];
 
+/** An OpenAI-style streamed reply read chunk by chunk (wllama and WebLLM both stream that shape): the text so far
+ * (passed to `onText` as it grows), when its first token came, and what the last chunks say about its end. */
+function streamedReply(onText) {
+  const reply = { text: "", finishReason: undefined, usage: undefined, timings: undefined, firstAt: undefined };
+  reply.add = (chunk) => {
+    const choice = chunk?.choices?.[0];
+    const delta = choice?.delta?.content;
+    if (delta) {
+      reply.firstAt ??= performance.now();
+      reply.text += delta;
+      onText?.(reply.text);
+    }
+    if (choice?.finish_reason) reply.finishReason = choice.finish_reason;
+    if (chunk?.usage) reply.usage = chunk.usage;
+    if (chunk?.timings) reply.timings = chunk.timings;
+  };
+  return reply;
+}
+
 /**
  * `fromWllama(wllama, { contextTokens?, onStats?, params? })`: a loaded `Wllama` as loci's LLM callback.
  * `params` are added to every request (sampling: `top_k`, `seed`…); loci's own fields are not replaced.
@@ -83,30 +102,9 @@ export function fromWllama(wllama, options) {
   const contextTokens = windowOf(opts, Number.isInteger(nCtx) ? nCtx : undefined, where, "the loaded context (n_ctx)");
 
   const llm = async ({ messages, json, schema, maxTokens, temperature, frequencyPenalty, signal, onText }) => {
-    let text = "";
-    let finishReason;
-    let usage;
-    let timings;
-    let firstAt;
+    const reply = streamedReply(onText);
     const started = performance.now();
-    const request = {
-      ...opts.params,
-      messages,
-      stream: true,
-      abortSignal: signal,
-      onData: (chunk) => {
-        const choice = chunk?.choices?.[0];
-        const delta = choice?.delta?.content;
-        if (delta) {
-          firstAt ??= performance.now();
-          text += delta;
-          onText?.(text);
-        }
-        if (choice?.finish_reason) finishReason = choice.finish_reason;
-        if (chunk?.usage) usage = chunk.usage;
-        if (chunk?.timings) timings = chunk.timings;
-      },
-    };
+    const request = { ...opts.params, messages, stream: true, abortSignal: signal, onData: reply.add };
     if (maxTokens !== undefined) request.max_tokens = maxTokens;
     if (temperature !== undefined) request.temperature = temperature;
     if (frequencyPenalty !== undefined) request.frequency_penalty = frequencyPenalty;
@@ -120,6 +118,7 @@ export function fromWllama(wllama, options) {
       if (e?.type === "kv_cache_full" || LLAMA_CPP_OVERFLOW.test(String(e?.message ?? e))) throw contextExceeded(where, e);
       throw e;
     }
+    const { text, finishReason, usage, timings, firstAt } = reply;
     const endedAt = performance.now();
     const promptTokens = usage?.prompt_tokens ?? timings?.prompt_n ?? null;
     const outputTokens = usage?.completion_tokens ?? timings?.predicted_n ?? null;
@@ -201,24 +200,11 @@ export function fromWebLLM(engine, options) {
     if (signal?.aborted) throw signal.reason ?? new DOMException("aborted", "AbortError");
     const interrupt = () => { void engine.interruptGenerate?.(); };
     signal?.addEventListener("abort", interrupt, { once: true });
-    let text = "";
-    let finishReason;
-    let usage;
-    let firstAt;
+    const reply = streamedReply(onText);
     const started = performance.now();
     try {
       const chunks = await engine.chat.completions.create(request);
-      for await (const chunk of chunks) {
-        const choice = chunk?.choices?.[0];
-        const delta = choice?.delta?.content;
-        if (delta) {
-          firstAt ??= performance.now();
-          text += delta;
-          onText?.(text);
-        }
-        if (choice?.finish_reason) finishReason = choice.finish_reason;
-        if (chunk?.usage) usage = chunk.usage;
-      }
+      for await (const chunk of chunks) reply.add(chunk);
     } catch (e) {
       if (signal?.aborted) throw e;
       if (e?.name === "ContextWindowSizeExceededError") throw contextExceeded(where, e);
@@ -227,6 +213,7 @@ export function fromWebLLM(engine, options) {
       signal?.removeEventListener("abort", interrupt);
     }
     // An interrupted reply ends its stream quietly ("abort"): loci hears the abort from its own signal.
+    const { text, finishReason, usage, firstAt } = reply;
     const endedAt = performance.now();
     if (opts.onStats) {
       const stats = clockStats(started, firstAt, endedAt, usage?.prompt_tokens ?? null, usage?.completion_tokens ?? null);

@@ -5,31 +5,17 @@
 // (tests/adapters/page.js) is bundled with esbuild; loci's own module is served from pkg/ as a consumer's would be.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { bundlePage } from "./bundle-page.mjs";
 import { serve } from "../../scripts/serve.mjs";
 import { launchChromium } from "../e2e/demo-page.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const started = Date.now();
 const out = join(root, "target", "adapters-test");
-mkdirSync(out, { recursive: true });
 
-// The page and the adapters import ../../pkg/loci.js: one module, loaded from where the server has it.
-const lociExternal = {
-  name: "loci-external",
-  setup(b) {
-    b.onResolve({ filter: /\/pkg\/loci\.js$/ }, () => ({ path: "/pkg/loci.js", external: true }));
-  },
-};
-await build({
-  entryPoints: [join(root, "tests", "adapters", "page.js")], bundle: true, format: "esm", platform: "browser",
-  target: "es2022", outfile: join(out, "page.bundle.js"), plugins: [lociExternal], logLevel: "warning",
-});
-writeFileSync(join(out, "index.html"), `<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,">
-<script type="module" src="page.bundle.js"></script>`);
+await bundlePage(join(root, "tests", "adapters", "page.js"), out);
 
 const llmServer = spawn("node", [join(root, "tests/llm-server/server.mjs"), "0"], { stdio: ["ignore", "pipe", "inherit"] });
 process.on("exit", () => llmServer.kill());

@@ -5,33 +5,21 @@
 // helper's failures (a prompt over the window, an abort). `fromWebLLM` and `fromPromptApi` cannot run here (no
 // GPU, no Chrome built-in model): tests/adapters/llm-fakes.test.mjs checks them against their documented interfaces.
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { bundlePage } from "./bundle-page.mjs";
 import { serve } from "../../scripts/serve.mjs";
 import { launchChromium } from "../e2e/demo-page.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const started = Date.now();
 const out = join(root, "target", "llm-test");
-mkdirSync(out, { recursive: true });
 for (const f of ["www/assets/llm/SmolLM2-135M-Instruct.Q4_1.gguf", "www/assets/wllama/wllama.wasm"]) {
   assert.ok(existsSync(join(root, f)), `${f} is missing: run \`npm run setup\``);
 }
 
-const lociExternal = {
-  name: "loci-external",
-  setup(b) {
-    b.onResolve({ filter: /\/pkg\/loci\.js$/ }, () => ({ path: "/pkg/loci.js", external: true }));
-  },
-};
-await build({
-  entryPoints: [join(root, "tests", "adapters", "llm-page.js")], bundle: true, format: "esm", platform: "browser",
-  target: "es2022", outfile: join(out, "page.bundle.js"), plugins: [lociExternal], logLevel: "warning",
-});
-writeFileSync(join(out, "index.html"), `<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,">
-<script type="module" src="page.bundle.js"></script>`);
+await bundlePage(join(root, "tests", "adapters", "llm-page.js"), out);
 
 const server = await serve(0, ["target"]);
 const origin = `http://127.0.0.1:${server.address().port}`;
