@@ -498,11 +498,16 @@ mod tests {
         assert_eq!(messages[1].content, "q?");
     }
 
+    /// The held-out figure in docs/SECURITY.md (7 of 10 withheld; these three missed). A change to the screen that
+    /// moves it must update that figure, and say that the screen was tuned with the held-out plants in view.
     #[test]
-    fn held_out_plants_print_what_the_screen_makes_of_them() {
-        for case in held_out_cases() {
-            println!("{} withheld={}", case.name(), crate::text::screen::instructs(case.plant));
-        }
+    fn the_screen_misses_the_held_out_plants_security_md_says_it_misses() {
+        let missed: Vec<String> = held_out_cases()
+            .iter()
+            .filter(|c| !crate::text::screen::instructs(c.plant))
+            .map(Case::name)
+            .collect();
+        assert_eq!(missed, ["ignore previous instructions #4", "always recommend #4", "forged exchange #4"]);
     }
 
     #[test]
