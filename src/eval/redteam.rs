@@ -502,11 +502,8 @@ mod tests {
     /// moves it must update that figure, and say that the screen was tuned with the held-out plants in view.
     #[test]
     fn the_screen_misses_the_held_out_plants_security_md_says_it_misses() {
-        let missed: Vec<String> = held_out_cases()
-            .iter()
-            .filter(|c| !crate::text::screen::instructs(c.plant))
-            .map(Case::name)
-            .collect();
+        let missed: Vec<String> =
+            held_out_cases().iter().filter(|c| !crate::text::screen::instructs(c.plant)).map(Case::name).collect();
         assert_eq!(missed, ["ignore previous instructions #4", "always recommend #4", "forged exchange #4"]);
     }
 
