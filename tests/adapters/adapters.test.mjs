@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { bundlePage } from "./bundle-page.mjs";
+import { bundlePage, openTestPage } from "./bundle-page.mjs";
 import { serve } from "../../scripts/serve.mjs";
 import { launchChromium } from "../e2e/demo-page.mjs";
 
@@ -35,12 +35,7 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await launchChromium();
 let failed = false;
 try {
-  const page = await browser.newPage();
-  const requests = [];
-  page.on("request", (r) => requests.push(r.url()));
-  page.on("pageerror", (e) => console.error("page error:", e.message));
-  await page.goto(`${origin}/target/adapters-test/index.html`);
-  await page.waitForFunction(() => window.ready, null, { timeout: 60_000 });
+  const { page, requests } = await openTestPage(browser, `${origin}/target/adapters-test/index.html`);
   const ids = await page.evaluate(() => window.adapters.open());
 
   // --- loci/ai-sdk: generateText ---

@@ -21,3 +21,15 @@ export async function bundlePage(entry, out) {
   writeFileSync(join(out, "index.html"), `<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,">
 <script type="module" src="page.bundle.js"></script>`);
 }
+
+/** Opens the bundled page at `url` in `browser` and waits for it to set `window.ready`; the page's requests are
+ * collected (the tests check that nothing left the page's origin) and its errors printed. */
+export async function openTestPage(browser, url) {
+  const page = await browser.newPage();
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  page.on("pageerror", (e) => console.error("page error:", e.message));
+  await page.goto(url);
+  await page.waitForFunction(() => window.ready, null, { timeout: 60_000 });
+  return { page, requests };
+}

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { bundlePage } from "./bundle-page.mjs";
+import { bundlePage, openTestPage } from "./bundle-page.mjs";
 import { serve } from "../../scripts/serve.mjs";
 import { launchChromium } from "../e2e/demo-page.mjs";
 
@@ -27,12 +27,7 @@ const browser = await launchChromium();
 const seconds = (ms) => (ms / 1000).toFixed(1);
 let failed = false;
 try {
-  const page = await browser.newPage();
-  const requests = [];
-  page.on("request", (r) => requests.push(r.url()));
-  page.on("pageerror", (e) => console.error("page error:", e.message));
-  await page.goto(`${origin}/target/llm-test/index.html`);
-  await page.waitForFunction(() => window.ready, null, { timeout: 60_000 });
+  const { page, requests } = await openTestPage(browser, `${origin}/target/llm-test/index.html`);
 
   const loaded = await page.evaluate(() => window.llmTest.load());
   assert.equal(loaded.contextTokens, 2048, "the helper's window is the loaded context's n_ctx");
