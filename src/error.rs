@@ -68,6 +68,10 @@ pub enum Error {
     /// An encrypted memory was opened without its key, or with a wrong one (nothing was changed).
     #[error("wrong key: {0}")]
     BadKey(String),
+    /// A sync could not finish: the server failed or refused, or what it holds is damaged or inconsistent (a
+    /// segment that does not open, or two different segments under one name). Nothing of that sync was merged.
+    #[error("sync failed: {0}")]
+    SyncFailed(String),
 }
 
 impl Error {
@@ -94,6 +98,7 @@ impl Error {
             Error::Timeout(_) => "TIMEOUT",
             Error::Unsupported(_) => "UNSUPPORTED",
             Error::LeaderGone(_) => "LEADER_GONE",
+            Error::SyncFailed(_) => "SYNC_FAILED",
         }
     }
 

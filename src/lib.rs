@@ -1,6 +1,6 @@
 //! loci: long-term memory for chatbots that runs entirely in the browser.
 //!
-//! The modules read as the pipeline: types → text → embed → index → recall → memory → web bindings.
+//! The modules read as the pipeline: types → text → embed → index → recall → memory → sync → web bindings.
 
 #[cfg(target_arch = "wasm32")]
 pub mod assets;
@@ -15,6 +15,7 @@ pub mod memory;
 pub mod recall;
 mod sort;
 pub mod store;
+pub mod sync;
 pub mod text;
 pub mod types;
 #[cfg(target_arch = "wasm32")]
