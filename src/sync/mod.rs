@@ -10,6 +10,7 @@ mod merge;
 mod seal;
 #[cfg(test)]
 mod tests;
+pub mod webdav;
 
 pub use device::{DeviceLog, Remote, SyncReport};
 pub use log::{DerivedOp, DeviceId, Op, OpId, Segment, TurnOp, VersionVector};
