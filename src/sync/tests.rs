@@ -540,7 +540,8 @@ fn two_devices_sync_through_a_real_webdav_server_that_sees_only_sealed_bytes() {
     const CANARY: &str = "CANARY-webdav-41c7-walrus";
     let server = RcloneWebDav::start();
     let folder = format!("{}/loci-sync", server.url);
-    let (phone, laptop) = (webdav::NativeWebDav::new(&folder, None), webdav::NativeWebDav::new(&folder, None));
+    let server_for = || webdav::WebDav::new(&folder, None, webdav::Ureq::default());
+    let (phone, laptop) = (server_for(), server_for());
     let key = TestCipher::new(7);
     let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
     let mut expected = BTreeSet::new();

@@ -1,13 +1,15 @@
 //! A WebDAV folder (RFC 4918) as the sync [`Remote`](crate::sync::Remote): `PROPFIND` (depth 1) lists a folder,
 //! `GET` reads a file, and a write is `MKCOL` of its folders, `PUT` under `tmp/`, then `MOVE` into place, so that
-//! a reader never sees half a segment. The multistatus parsing is shared; the transport here is native (`ureq`,
-//! for tests and tools); the browser's goes over `fetch`.
+//! a reader never sees half a segment. Written once over a one-call [`Transport`]: `fetch` in the browser, `ureq`
+//! natively (tests and tools), so the native test against a real server checks the browser's protocol too.
 
+use async_trait::async_trait;
 use percent_encoding::percent_decode_str;
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use crate::error::{Error, Result};
+use crate::sync::Remote;
 
 /// What `PROPFIND` asks for: only whether each entry is a folder (the names come with every response).
 pub const PROPFIND_BODY: &str = r#"<?xml version="1.0" encoding="utf-8"?><d:propfind xmlns:d="DAV:"><d:prop><d:resourcetype/></d:prop></d:propfind>"#;
@@ -66,112 +68,202 @@ pub fn parent_folders(path: &str) -> Vec<&str> {
     path.match_indices('/').map(|(i, _)| &path[..i]).collect()
 }
 
+/// One HTTP exchange, all that a WebDAV folder asks of a transport: the status and the body.
+#[async_trait(?Send)]
+pub trait Transport {
+    async fn request(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>)>;
+}
+
+/// A WebDAV folder as the sync [`Remote`].
+pub struct WebDav<T: Transport> {
+    /// The folder's URL, ending with `/`.
+    base: String,
+    /// The `Authorization` header's value, if the server asks for one (e.g. `Basic …`).
+    authorization: Option<String>,
+    transport: T,
+}
+
+impl<T: Transport> WebDav<T> {
+    pub fn new(folder_url: &str, authorization: Option<String>, transport: T) -> Self {
+        WebDav { base: format!("{}/", folder_url.trim_end_matches('/')), authorization, transport }
+    }
+
+    async fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>)> {
+        let mut all = headers.to_vec();
+        if let Some(auth) = &self.authorization {
+            all.push(("Authorization", auth));
+        }
+        self.transport.request(method, &format!("{}{path}", self.base), &all, body).await
+    }
+
+    /// Makes folder `path` unless it is there (201 made; 405 already there).
+    async fn make_folder(&self, path: &str) -> Result<()> {
+        match self.call("MKCOL", path, &[], &[]).await?.0 {
+            201 | 405 => Ok(()),
+            status => Err(refused("MKCOL", path, status)),
+        }
+    }
+}
+
+fn refused(method: &str, path: &str, status: u16) -> Error {
+    Error::SyncFailed(format!("{method} {path}: the server answered {status}"))
+}
+
+#[async_trait(?Send)]
+impl<T: Transport> Remote for WebDav<T> {
+    async fn list(&self, folder: &str) -> Result<Vec<String>> {
+        let headers = [("Depth", "1"), ("Content-Type", "application/xml; charset=utf-8")];
+        match self.call("PROPFIND", &format!("{folder}/"), &headers, PROPFIND_BODY.as_bytes()).await? {
+            (207, body) => multistatus_names(&String::from_utf8_lossy(&body)),
+            (404, _) => Ok(Vec::new()),
+            (status, _) => Err(refused("PROPFIND", folder, status)),
+        }
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        match self.call("GET", path, &[], &[]).await? {
+            (200, body) => Ok(Some(body)),
+            (404, _) => Ok(None),
+            (status, _) => Err(refused("GET", path, status)),
+        }
+    }
+
+    async fn put(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        // The folder itself first: the user may have named one that is not there yet.
+        for folder in [""].into_iter().chain(parent_folders(path)).chain(["tmp"]) {
+            self.make_folder(folder).await?;
+        }
+        // Unique among this device's uploads (the same path is never written twice at once), and random enough
+        // that two devices never meet: the path names the device.
+        let upload = format!("tmp/{}-{}", path.replace('/', "-"), upload_suffix());
+        match self.call("PUT", &upload, &[], bytes).await?.0 {
+            200 | 201 | 204 => {}
+            status => return Err(refused("PUT", &upload, status)),
+        }
+        let destination = format!("{}{path}", self.base);
+        let headers = [("Destination", destination.as_str()), ("Overwrite", "T")];
+        match self.call("MOVE", &upload, &headers, &[]).await?.0 {
+            201 | 204 => Ok(()),
+            status => Err(refused("MOVE", &upload, status)),
+        }
+    }
+}
+
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::NativeWebDav;
+fn upload_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+#[cfg(target_arch = "wasm32")]
+fn upload_suffix() -> u128 {
+    // Date.now() has millisecond steps: a random fraction keeps two uploads of one millisecond apart.
+    let micros = js_sys::Date::now() * 1000.0 + (js_sys::Math::random() * 1000.0).floor();
+    micros as u128
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::Ureq;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use async_trait::async_trait;
-    use ureq::http::{Request, Response};
-    use ureq::Body;
+    use ureq::http::Request;
 
-    use super::{multistatus_names, parent_folders, PROPFIND_BODY};
+    use super::Transport;
     use crate::error::{Error, Result};
-    use crate::sync::Remote;
 
-    /// A WebDAV folder over `ureq`. It blocks the calling thread inside the async trait, as the native LLM
+    /// `ureq` as the WebDAV transport. It blocks the calling thread inside the async trait, as the native LLM
     /// transport does (`llm::native`): what a test or a CLI driven by `pollster` wants.
-    pub struct NativeWebDav {
-        /// The folder's URL, ending with `/`.
-        base: String,
-        /// The `Authorization` header's value, if the server asks for one (e.g. `Basic …`).
-        authorization: Option<String>,
-        agent: ureq::Agent,
-    }
+    pub struct Ureq(ureq::Agent);
 
-    impl NativeWebDav {
-        pub fn new(folder_url: &str, authorization: Option<String>) -> Self {
-            let base = format!("{}/", folder_url.trim_end_matches('/'));
-            let agent = ureq::Agent::config_builder()
+    impl Default for Ureq {
+        fn default() -> Self {
+            let config = ureq::Agent::config_builder()
                 .http_status_as_error(false)
                 .allow_non_standard_methods(true)
                 .max_redirects(0)
-                .build()
-                .into();
-            NativeWebDav { base, authorization, agent }
+                .build();
+            Ureq(config.into())
         }
-
-        fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Response<Body>> {
-            let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
-            for (name, value) in headers {
-                request = request.header(*name, *value);
-            }
-            if let Some(auth) = &self.authorization {
-                request = request.header("Authorization", auth);
-            }
-            let request = request.body(body.to_vec()).map_err(|e| failed(method, path, &e))?;
-            self.agent.run(request).map_err(|e| failed(method, path, &e))
-        }
-
-        /// Makes folder `path` unless it is there (201 made; 405 already there).
-        fn make_folder(&self, path: &str) -> Result<()> {
-            match self.call("MKCOL", path, &[], &[])?.status().as_u16() {
-                201 | 405 => Ok(()),
-                status => Err(refused("MKCOL", path, status)),
-            }
-        }
-    }
-
-    fn failed(method: &str, path: &str, e: &dyn std::fmt::Display) -> Error {
-        Error::SyncFailed(format!("{method} {path}: {e}"))
-    }
-
-    fn refused(method: &str, path: &str, status: u16) -> Error {
-        Error::SyncFailed(format!("{method} {path}: the server answered {status}"))
     }
 
     #[async_trait(?Send)]
-    impl Remote for NativeWebDav {
-        async fn list(&self, folder: &str) -> Result<Vec<String>> {
-            let headers = [("Depth", "1"), ("Content-Type", "application/xml; charset=utf-8")];
-            let mut response = self.call("PROPFIND", &format!("{folder}/"), &headers, PROPFIND_BODY.as_bytes())?;
-            match response.status().as_u16() {
-                207 => {
-                    let xml = response.body_mut().read_to_string().map_err(|e| failed("PROPFIND", folder, &e))?;
-                    multistatus_names(&xml)
-                }
-                404 => Ok(Vec::new()),
-                status => Err(refused("PROPFIND", folder, status)),
+    impl Transport for Ureq {
+        async fn request(
+            &self,
+            method: &str,
+            url: &str,
+            headers: &[(&str, &str)],
+            body: &[u8],
+        ) -> Result<(u16, Vec<u8>)> {
+            let failed = |e: &dyn std::fmt::Display| Error::SyncFailed(format!("{method} {url}: {e}"));
+            let mut request = Request::builder().method(method).uri(url);
+            for (name, value) in headers {
+                request = request.header(*name, *value);
             }
+            let request = request.body(body.to_vec()).map_err(|e| failed(&e))?;
+            let mut response = self.0.run(request).map_err(|e| failed(&e))?;
+            let bytes = response.body_mut().read_to_vec().map_err(|e| failed(&e))?;
+            Ok((response.status().as_u16(), bytes))
         }
+    }
+}
 
-        async fn get(&self, path: &str) -> Result<Option<Vec<u8>>> {
-            let mut response = self.call("GET", path, &[], &[])?;
-            match response.status().as_u16() {
-                200 => Ok(Some(response.body_mut().read_to_vec().map_err(|e| failed("GET", path, &e))?)),
-                404 => Ok(None),
-                status => Err(refused("GET", path, status)),
-            }
-        }
+#[cfg(target_arch = "wasm32")]
+pub use browser::Fetch;
 
-        async fn put(&self, path: &str, bytes: &[u8]) -> Result<()> {
-            // The folder itself first: the user may have named one that is not there yet.
-            for folder in [""].into_iter().chain(parent_folders(path)).chain(["tmp"]) {
-                self.make_folder(folder)?;
+#[cfg(target_arch = "wasm32")]
+mod browser {
+    use async_trait::async_trait;
+    use js_sys::{Function, Promise, Reflect, Uint8Array};
+    use wasm_bindgen::{JsCast, JsValue};
+    use wasm_bindgen_futures::JsFuture;
+
+    use super::Transport;
+    use crate::error::{Error, Result};
+
+    /// The page's (or worker's) `fetch` as the WebDAV transport. A server of another origin must allow the
+    /// methods, the `Depth`, `Destination`, `Overwrite` and `Authorization` headers (CORS), or sit behind the
+    /// page's own origin.
+    #[derive(Debug, Clone, Default)]
+    pub struct Fetch;
+
+    #[async_trait(?Send)]
+    impl Transport for Fetch {
+        async fn request(
+            &self,
+            method: &str,
+            url: &str,
+            headers: &[(&str, &str)],
+            body: &[u8],
+        ) -> Result<(u16, Vec<u8>)> {
+            let failed = |e: JsValue| {
+                let why = Reflect::get(&e, &"message".into()).ok().and_then(|m| m.as_string());
+                Error::SyncFailed(format!("{method} {url}: {}", why.unwrap_or_else(|| "network error".into())))
+            };
+            let h = web_sys::Headers::new().map_err(failed)?;
+            for (name, value) in headers {
+                h.append(name, value).map_err(failed)?;
             }
-            // Unique among this device's uploads: the same path is never written twice at once.
-            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            let upload = format!("tmp/{}-{nanos}", path.replace('/', "-"));
-            match self.call("PUT", &upload, &[], bytes)?.status().as_u16() {
-                200 | 201 | 204 => {}
-                status => return Err(refused("PUT", &upload, status)),
+            let init = web_sys::RequestInit::new();
+            init.set_method(method);
+            init.set_headers(&h);
+            if !body.is_empty() {
+                init.set_body(&Uint8Array::from(body).into());
             }
-            let destination = format!("{}{path}", self.base);
-            let headers = [("Destination", destination.as_str()), ("Overwrite", "T")];
-            match self.call("MOVE", &upload, &headers, &[])?.status().as_u16() {
-                201 | 204 => Ok(()),
-                status => Err(refused("MOVE", &upload, status)),
-            }
+            let fetch: Function = Reflect::get(&js_sys::global(), &"fetch".into())
+                .map_err(failed)?
+                .dyn_into()
+                .map_err(|_| Error::Unsupported("no `fetch` in this context".into()))?;
+            let promise: Promise = fetch
+                .call2(&js_sys::global(), &JsValue::from_str(url), &init)
+                .map_err(failed)?
+                .dyn_into()
+                .map_err(failed)?;
+            let response: web_sys::Response =
+                JsFuture::from(promise).await.map_err(failed)?.dyn_into().map_err(failed)?;
+            let buffer = JsFuture::from(response.array_buffer().map_err(failed)?).await.map_err(failed)?;
+            Ok((response.status(), Uint8Array::new(&buffer).to_vec()))
         }
     }
 }
