@@ -19,8 +19,37 @@ pub trait Remote {
     async fn list(&self, folder: &str) -> Result<Vec<String>>;
     /// The file at `path`, or `None` when there is none.
     async fn get(&self, path: &str) -> Result<Option<Vec<u8>>>;
-    /// Writes the file at `path` whole, making its folders: a reader sees all of it or nothing of it.
-    async fn put(&self, path: &str, bytes: &[u8]) -> Result<()>;
+    /// Writes the file at `path` whole, making its folders, unless a file is there already: `false` then, and
+    /// the file there is kept. A reader sees all of the file or nothing of it. Nothing loci writes is ever
+    /// replaced: a segment sent again after a crash finds itself there, and of two first devices one key stands.
+    async fn create(&self, path: &str, bytes: &[u8]) -> Result<bool>;
+}
+
+/// How a device gets the sync key: from the key record on the server, or by drawing one (the first device).
+#[async_trait(?Send)]
+pub trait Unlock {
+    type Key: Cipher;
+    /// New random key material, and its record for the server (the material wrapped for the user's passphrase
+    /// or key).
+    async fn create(&self) -> Result<(Self::Key, Vec<u8>)>;
+    /// The key from the server's record: `BAD_KEY` when the user's passphrase or key does not open it.
+    async fn unlock(&self, record: &[u8]) -> Result<Self::Key>;
+}
+
+const KEY_PATH: &str = "key";
+
+/// The server's sync key, unlocked: the first device to get here draws it and writes its record.
+pub async fn connect<U: Unlock>(remote: &dyn Remote, unlock: &U) -> Result<U::Key> {
+    if let Some(record) = remote.get(KEY_PATH).await? {
+        return unlock.unlock(&record).await;
+    }
+    let (key, record) = unlock.create().await?;
+    if remote.create(KEY_PATH, &record).await? {
+        return Ok(key);
+    }
+    // Another device wrote its record first: that one stands.
+    let record = remote.get(KEY_PATH).await?.ok_or_else(|| Error::SyncFailed("the key record went away".into()))?;
+    unlock.unlock(&record).await
 }
 
 const CHECK_PATH: &str = "check";
@@ -105,10 +134,11 @@ impl DeviceLog {
 
     /// `BAD_KEY` unless the server's key check opens with `cipher`; the first device writes it.
     pub async fn check_key(&self, remote: &dyn Remote, cipher: &dyn Cipher) -> Result<()> {
-        match remote.get(CHECK_PATH).await? {
-            Some(blob) => verify_key_check(cipher, &blob).await,
-            None => remote.put(CHECK_PATH, &seal_key_check(cipher).await?).await,
+        if remote.get(CHECK_PATH).await?.is_none() && remote.create(CHECK_PATH, &seal_key_check(cipher).await?).await? {
+            return Ok(());
         }
+        let blob = remote.get(CHECK_PATH).await?.ok_or_else(|| Error::SyncFailed("the key check went away".into()))?;
+        verify_key_check(cipher, &blob).await
     }
 
     /// Sends the segment cut and not yet sent, if any, then cuts the pending operations into the next one and
@@ -124,7 +154,8 @@ impl DeviceLog {
                 self.outbox = Some(segment);
             }
             let Some(segment) = &self.outbox else { return Ok(sent) };
-            remote.put(&segment_path(&segment.device, segment.n), &seal_segment(cipher, segment).await?).await?;
+            // Already there (sent before a crash cut the answer off): the same operations, so as good as sent.
+            remote.create(&segment_path(&segment.device, segment.n), &seal_segment(cipher, segment).await?).await?;
             sent += segment.ops.len();
             if let Some(segment) = self.outbox.take() {
                 self.hold(segment);

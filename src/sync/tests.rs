@@ -22,6 +22,32 @@ impl TestCipher {
     }
 }
 
+/// The key record as the browser's is, with a byte for the passphrase: random material wrapped under a
+/// key-encryption key (here the passphrase byte itself, where the browser runs PBKDF2).
+struct TestUnlock(u8);
+
+const RECORD_AAD: &[u8] = b"test key record";
+
+#[async_trait(?Send)]
+impl Unlock for TestUnlock {
+    type Key = TestCipher;
+
+    async fn create(&self) -> Result<(TestCipher, Vec<u8>)> {
+        let material = Aes256Gcm::generate_key(&mut OsRng);
+        let record = TestCipher::new(self.0).seal(RECORD_AAD, &material).await?;
+        Ok((TestCipher(Aes256Gcm::new(&material)), record))
+    }
+
+    async fn unlock(&self, record: &[u8]) -> Result<TestCipher> {
+        match TestCipher::new(self.0).open(RECORD_AAD, record).await? {
+            Some(material) => Aes256Gcm::new_from_slice(&material)
+                .map(TestCipher)
+                .map_err(|_| Error::SyncFailed("the key record holds no key".into())),
+            None => Err(Error::BadKey("this passphrase does not open the server's key".into())),
+        }
+    }
+}
+
 #[async_trait(?Send)]
 impl Cipher for TestCipher {
     async fn seal(&self, aad: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
@@ -39,13 +65,15 @@ impl Cipher for TestCipher {
     }
 }
 
-/// A server in RAM. `fail_after_put` makes the next write land and then fail, as a connection cut after the
-/// server stored the upload; `fail_puts` makes writes fail before anything lands.
+/// A server in RAM. `fail_after_write` makes the next write land and then fail, as a connection cut after the
+/// server stored the upload; `fail_writes` makes writes fail before anything lands; `hide_once` answers the next
+/// read of that path with nothing, as when another device writes it just after.
 #[derive(Default)]
 struct MemRemote {
     files: RefCell<BTreeMap<String, Vec<u8>>>,
-    fail_after_put: Cell<bool>,
-    fail_puts: Cell<bool>,
+    fail_after_write: Cell<bool>,
+    fail_writes: Cell<bool>,
+    hide_once: RefCell<Option<String>>,
 }
 
 #[async_trait(?Send)]
@@ -62,18 +90,25 @@ impl Remote for MemRemote {
     }
 
     async fn get(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        if self.hide_once.borrow().as_deref() == Some(path) {
+            self.hide_once.replace(None);
+            return Ok(None);
+        }
         Ok(self.files.borrow().get(path).cloned())
     }
 
-    async fn put(&self, path: &str, bytes: &[u8]) -> Result<()> {
-        if self.fail_puts.get() {
+    async fn create(&self, path: &str, bytes: &[u8]) -> Result<bool> {
+        if self.fail_writes.get() {
             return Err(Error::SyncFailed("the server is down".into()));
         }
-        self.files.borrow_mut().insert(path.to_string(), bytes.to_vec());
-        if self.fail_after_put.replace(false) {
+        let created = !self.files.borrow().contains_key(path);
+        if created {
+            self.files.borrow_mut().insert(path.to_string(), bytes.to_vec());
+        }
+        if self.fail_after_write.replace(false) {
             return Err(Error::SyncFailed("the connection was cut".into()));
         }
-        Ok(())
+        Ok(created)
     }
 }
 
@@ -343,19 +378,19 @@ fn a_sync_cut_after_the_upload_sends_the_same_segment_again_and_duplicates_nothi
     let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
     a.record(turn("s", "one", 1.0));
     a.record(turn("s", "two", 2.0));
-    remote.fail_after_put.set(false);
+    remote.fail_after_write.set(false);
     sync(&mut a, &remote, &key); // writes the key check
     a.record(turn("s", "three", 3.0));
-    remote.fail_after_put.set(true);
+    remote.fail_after_write.set(true);
     let err = block_on(a.sync(&remote, &key)).err();
     assert_eq!(err.map(|e| e.code()), Some("SYNC_FAILED"));
     assert_eq!(a.unsent(), 1, "the segment the server stored is not known to be there");
     // B merges the segment that landed; A, unaware, writes more and sends the same segment again.
     sync(&mut b, &remote, &key);
     a.record(turn("s", "four", 4.0));
-    remote.fail_puts.set(true);
+    remote.fail_writes.set(true);
     assert!(block_on(a.sync(&remote, &key)).is_err());
-    remote.fail_puts.set(false);
+    remote.fail_writes.set(false);
     sync(&mut a, &remote, &key);
     sync(&mut a, &remote, &key);
     sync(&mut b, &remote, &key);
@@ -577,4 +612,23 @@ fn two_devices_sync_through_a_real_webdav_server_that_sees_only_sealed_bytes() {
     let err = block_on(c.sync(&phone, &TestCipher::new(8))).err();
     assert_eq!(err.map(|e| e.code()), Some("BAD_KEY"));
     assert_eq!(server.stored().len(), stored.len());
+}
+
+#[test]
+fn the_first_device_draws_the_key_and_the_others_unlock_it_with_the_passphrase() {
+    let remote = MemRemote::default();
+    let connect_with = |passphrase: u8| block_on(connect(&remote, &TestUnlock(passphrase)));
+    let (Ok(phone_key), Ok(laptop_key)) = (connect_with(1), connect_with(1)) else { panic!("the passphrase failed") };
+    let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    a.record(turn("s", "sealed under the drawn key", 1.0));
+    sync(&mut a, &remote, &phone_key);
+    sync(&mut b, &remote, &laptop_key);
+    assert_eq!(state(&b).turn_count(), 1);
+    assert_eq!(connect_with(2).err().map(|e| e.code()), Some("BAD_KEY"));
+    // Two first devices at once: the one that reads no record just before the other writes its own keeps that one.
+    remote.hide_once.replace(Some("key".into()));
+    let Ok(racing_key) = connect_with(1) else { panic!("the racing device did not take the key that stood") };
+    let mut c = DeviceLog::new("cccc".into());
+    sync(&mut c, &remote, &racing_key);
+    assert_eq!(state(&c), state(&a));
 }

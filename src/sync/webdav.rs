@@ -1,6 +1,6 @@
 //! A WebDAV folder (RFC 4918) as the sync [`Remote`](crate::sync::Remote): `PROPFIND` (depth 1) lists a folder,
-//! `GET` reads a file, and a write is `MKCOL` of its folders, `PUT` under `tmp/`, then `MOVE` into place, so that
-//! a reader never sees half a segment. Written once over a one-call [`Transport`]: `fetch` in the browser, `ureq`
+//! `GET` reads a file, and a write is `MKCOL` of its folders, `PUT` under `tmp/`, then `MOVE` into place without
+//! overwriting (`Overwrite: F`), so that a reader never sees half a file and nothing is ever replaced. Written once over a one-call [`Transport`]: `fetch` in the browser, `ureq`
 //! natively (tests and tools), so the native test against a real server checks the browser's protocol too.
 
 use async_trait::async_trait;
@@ -128,22 +128,28 @@ impl<T: Transport> Remote for WebDav<T> {
         }
     }
 
-    async fn put(&self, path: &str, bytes: &[u8]) -> Result<()> {
+    async fn create(&self, path: &str, bytes: &[u8]) -> Result<bool> {
         // The folder itself first: the user may have named one that is not there yet.
         for folder in [""].into_iter().chain(parent_folders(path)).chain(["tmp"]) {
             self.make_folder(folder).await?;
         }
-        // Unique among this device's uploads (the same path is never written twice at once), and random enough
-        // that two devices never meet: the path names the device.
+        // Unique among this device's uploads (the same path is never written twice at once), and never another
+        // device's: the path names the device.
         let upload = format!("tmp/{}-{}", path.replace('/', "-"), upload_suffix());
         match self.call("PUT", &upload, &[], bytes).await?.0 {
             200 | 201 | 204 => {}
             status => return Err(refused("PUT", &upload, status)),
         }
+        // `Overwrite: F`: the server refuses (412) to replace a file that is there.
         let destination = format!("{}{path}", self.base);
-        let headers = [("Destination", destination.as_str()), ("Overwrite", "T")];
+        let headers = [("Destination", destination.as_str()), ("Overwrite", "F")];
         match self.call("MOVE", &upload, &headers, &[]).await?.0 {
-            201 | 204 => Ok(()),
+            201 | 204 => Ok(true),
+            412 => {
+                // Left behind, it would only take room: a failure to delete it changes nothing else.
+                let _ = self.call("DELETE", &upload, &[], &[]).await;
+                Ok(false)
+            }
             status => Err(refused("MOVE", &upload, status)),
         }
     }
