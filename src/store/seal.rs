@@ -274,6 +274,28 @@ impl KeyRecord {
         })
     }
 
+    /// The record as the sync server keeps it (docs/SYNC.md, "Keys"): the same fields, as JSON.
+    fn to_bytes(&self) -> Result<Vec<u8>> {
+        let record = KeyRecordBytes {
+            format: KEY_RECORD_FORMAT,
+            kdf: self.kdf.clone(),
+            salt: self.salt.clone(),
+            iterations: self.iterations,
+            iv: self.iv.clone(),
+            wrapped: self.wrapped.clone(),
+        };
+        serde_json::to_vec(&record).map_err(|e| Error::SyncFailed(format!("encoding the key record: {e}")))
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<KeyRecord> {
+        let r: KeyRecordBytes = serde_json::from_slice(bytes)
+            .map_err(|e| Error::SyncFailed(format!("the server's key record is damaged: {e}")))?;
+        if r.format != KEY_RECORD_FORMAT {
+            return Err(Error::SchemaMismatch("the server's key record has a format this loci does not know".into()));
+        }
+        Ok(KeyRecord { kdf: r.kdf, salt: r.salt, iterations: r.iterations, iv: r.iv, wrapped: r.wrapped })
+    }
+
     /// Wraps `material` for `source`, with a fresh salt and IV.
     async fn wrap(material: &[u8], source: &KeySource, database: &str) -> Result<KeyRecord> {
         let salt = match source {
@@ -309,6 +331,17 @@ impl KeyRecord {
     fn aad(database: &str) -> Vec<u8> {
         format!("loci-key/1\u{0}{database}").into_bytes()
     }
+}
+
+/// [`KeyRecord`] as JSON bytes.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeyRecordBytes {
+    format: u32,
+    kdf: String,
+    salt: Vec<u8>,
+    iterations: u32,
+    iv: Vec<u8>,
+    wrapped: Vec<u8>,
 }
 
 /// Seals and opens the records of one encrypted memory.
@@ -396,5 +429,47 @@ impl Sealer {
             .map_err(|e| crypto_failed("hashing an id", e))?;
         let mac = Uint8Array::new(&mac).to_vec();
         Ok(mac[..16].iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+/// Where a memory's key record binds its database's name, the sync key record binds this (a database's name is
+/// `loci:…`, so the two never meet).
+const SYNC_KEY_LABEL: &str = "loci-sync";
+
+/// The sync key from the user's sync passphrase or key (docs/SYNC.md, "Keys"): material drawn by the first device
+/// and kept on the server only wrapped, exactly as a memory's own is at rest. The key is a [`Sealer`]: the same
+/// non-extractable AES-GCM key, used with the sync's additional data (`loci-sync-…`), never a record's.
+pub struct SyncUnlock(pub KeySource);
+
+#[async_trait::async_trait(?Send)]
+impl crate::sync::Unlock for SyncUnlock {
+    type Key = Sealer;
+
+    async fn create(&self) -> Result<(Sealer, Vec<u8>)> {
+        let material = random_bytes(MATERIAL_BYTES)?;
+        let record = KeyRecord::wrap(&material, &self.0, SYNC_KEY_LABEL).await?;
+        Ok((Sealer::from_material(&material).await?, record.to_bytes()?))
+    }
+
+    async fn unlock(&self, record: &[u8]) -> Result<Sealer> {
+        let material = KeyRecord::from_bytes(record)?.unwrap(&self.0, SYNC_KEY_LABEL).await?;
+        Sealer::from_material(&material).await
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl crate::sync::Cipher for Sealer {
+    async fn seal(&self, aad: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
+        let iv = random_bytes(IV_BYTES)?;
+        let sealed = gcm_encrypt(&self.aes, &iv, aad, plain).await?;
+        Ok([iv, sealed].concat())
+    }
+
+    async fn open(&self, aad: &[u8], sealed: &[u8]) -> Result<Option<Vec<u8>>> {
+        if sealed.len() < IV_BYTES + TAG_BYTES {
+            return Ok(None);
+        }
+        let (iv, body) = sealed.split_at(IV_BYTES);
+        gcm_decrypt(&self.aes, iv, aad, body).await
     }
 }

@@ -1,0 +1,107 @@
+//! Sync's keys and sealing in the browser (WebCrypto, as at rest): the first device draws the sync key and keeps
+//! it on the server only wrapped for the passphrase; another device unlocks it with the passphrase (a wrong one is
+//! `BAD_KEY`); two devices sync through a server in RAM that never holds the canary.
+#![cfg(target_arch = "wasm32")]
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_trait::async_trait;
+use loci::store::seal::{KeySource, SyncUnlock};
+use loci::sync::{connect, DeviceLog, Op, Remote, TurnOp};
+use loci::Result;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+/// A server in RAM, as the native tests have.
+#[derive(Default)]
+struct MemRemote(RefCell<BTreeMap<String, Vec<u8>>>);
+
+#[async_trait(?Send)]
+impl Remote for MemRemote {
+    async fn list(&self, folder: &str) -> Result<Vec<String>> {
+        let prefix = format!("{folder}/");
+        let names: BTreeSet<String> = self
+            .0
+            .borrow()
+            .keys()
+            .filter_map(|path| path.strip_prefix(&prefix)?.split('/').next().map(str::to_string))
+            .collect();
+        Ok(names.into_iter().collect())
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.0.borrow().get(path).cloned())
+    }
+
+    async fn create(&self, path: &str, bytes: &[u8]) -> Result<bool> {
+        let created = !self.0.borrow().contains_key(path);
+        if created {
+            self.0.borrow_mut().insert(path.to_string(), bytes.to_vec());
+        }
+        Ok(created)
+    }
+}
+
+const CANARY: &str = "CANARY-browser-sync-9d2e-otter";
+
+fn unlock(passphrase: &str) -> SyncUnlock {
+    SyncUnlock(KeySource::Passphrase(passphrase.into()))
+}
+
+#[wasm_bindgen_test]
+async fn two_devices_share_the_sync_key_through_its_wrapped_record_and_a_wrong_passphrase_is_bad_key() {
+    let remote = MemRemote::default();
+    let phone_key = connect(&remote, &unlock("correct horse")).await.unwrap_or_else(|e| panic!("{e}"));
+    let laptop_key = connect(&remote, &unlock("correct horse")).await.unwrap_or_else(|e| panic!("{e}"));
+    let wrong = connect(&remote, &unlock("wrong horse")).await.err();
+    assert_eq!(wrong.map(|e| e.code()), Some("BAD_KEY"));
+
+    let (mut phone, mut laptop) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    for i in 0..10 {
+        phone.record(Op::Turn(TurnOp {
+            session: format!("{CANARY} session"),
+            speaker: "user".into(),
+            text: format!("{CANARY} turn {i}"),
+            caption: None,
+            time: i as f64,
+            ingested: i as f64,
+        }));
+    }
+    phone.sync(&remote, &phone_key).await.unwrap_or_else(|e| panic!("{e}"));
+    laptop.sync(&remote, &laptop_key).await.unwrap_or_else(|e| panic!("{e}"));
+    let (on_phone, on_laptop) = (phone.state(), laptop.state());
+    assert!(on_laptop.as_ref().is_ok_and(|m| m.turn_count() == 10), "{on_laptop:?}");
+    assert_eq!(on_phone, on_laptop);
+
+    // The server holds the key record, the check and one segment; no canary, and not the passphrase.
+    let files = remote.0.borrow();
+    assert_eq!(files.keys().cloned().collect::<Vec<_>>(), ["check", "d/aaaa/1.seg", "key"]);
+    for needle in [CANARY.as_bytes(), b"CANARY", b"correct horse"] {
+        let hits: usize = files.values().map(|b| b.windows(needle.len()).filter(|w| *w == needle).count()).sum();
+        assert_eq!(hits, 0, "{:?} on the server", String::from_utf8_lossy(needle));
+    }
+}
+
+#[wasm_bindgen_test]
+async fn a_segment_altered_on_the_server_is_sync_failed_and_merges_nothing() {
+    let remote = MemRemote::default();
+    let key = connect(&remote, &unlock("tamper")).await.unwrap_or_else(|e| panic!("{e}"));
+    let (mut phone, mut laptop) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    phone.record(Op::Turn(TurnOp {
+        session: "s".into(),
+        speaker: "user".into(),
+        text: "altered on the way".into(),
+        caption: None,
+        time: 0.0,
+        ingested: 0.0,
+    }));
+    phone.sync(&remote, &key).await.unwrap_or_else(|e| panic!("{e}"));
+    if let Some(segment) = remote.0.borrow_mut().get_mut("d/aaaa/1.seg") {
+        segment[20] ^= 1;
+    }
+    let err = laptop.sync(&remote, &key).await.err();
+    assert_eq!(err.map(|e| e.code()), Some("SYNC_FAILED"));
+    assert!(laptop.state().is_ok_and(|m| m.turn_count() == 0), "part of a failed sync was merged");
+}
