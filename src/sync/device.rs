@@ -1,6 +1,7 @@
 //! One device's side of the protocol (docs/SYNC.md, "One sync"): the operations it made, the segments it holds,
-//! and a sync against a [`Remote`]. Every step leaves a state that the next sync resumes from: the caller persists
-//! the [`DeviceLog`] after each (it is serde data), and a crash between two steps repeats the second.
+//! and a sync against a [`Remote`]. The log is serde data that the caller persists after each step; a crash between
+//! two steps repeats the second. The network steps take a snapshot, not the log, so that a memory can take writes
+//! while a sync is in flight.
 
 use std::collections::BTreeMap;
 
@@ -76,8 +77,8 @@ pub struct DeviceLog {
     pub device: DeviceId,
     /// Operations made since the last cut.
     pending: Vec<Op>,
-    /// The segment cut and not yet known to be on the server: sent again, as it is, until it is.
-    outbox: Option<Segment>,
+    /// Segments cut and not yet known to be on the server, oldest first: sent again, as they are, until they are.
+    outbox: Vec<Segment>,
     /// This device's last segment number cut.
     cut: u64,
     clock: u64,
@@ -93,7 +94,7 @@ impl DeviceLog {
         DeviceLog {
             device,
             pending: Vec::new(),
-            outbox: None,
+            outbox: Vec::new(),
             cut: 0,
             clock: 0,
             seen: VersionVector::default(),
@@ -107,9 +108,9 @@ impl DeviceLog {
         OpId { device: self.device.clone(), segment: self.cut + 1, index: self.pending.len() as u32 - 1 }
     }
 
-    /// Operations made and not yet on the server (pending and cut).
+    /// Operations made and not yet known to be on the server.
     pub fn unsent(&self) -> usize {
-        self.pending.len() + self.outbox.as_ref().map_or(0, |s| s.ops.len())
+        self.pending.len() + self.outbox.iter().map(|s| s.ops.len()).sum::<usize>()
     }
 
     /// This device's view: everything merged, with what it made since (as it will be sent).
@@ -123,88 +124,74 @@ impl DeviceLog {
         Segment { device: self.device.clone(), n: self.cut + 1, clock, seen: self.seen.clone(), ops }
     }
 
-    /// Sends what this device made, then merges what the others sent. `BAD_KEY` (before anything is sent) when
-    /// the server's memory is sealed under another key; `SYNC_FAILED` when the server fails or holds damage.
-    pub async fn sync(&mut self, remote: &dyn Remote, cipher: &dyn Cipher) -> Result<SyncReport> {
-        self.check_key(remote, cipher).await?;
-        let ops_sent = self.send(remote, cipher).await?;
-        let segments_received = self.receive(remote, cipher).await?;
-        Ok(SyncReport { ops_sent, segments_received })
-    }
-
-    /// `BAD_KEY` unless the server's key check opens with `cipher`; the first device writes it.
-    pub async fn check_key(&self, remote: &dyn Remote, cipher: &dyn Cipher) -> Result<()> {
-        if remote.get(CHECK_PATH).await?.is_none() && remote.create(CHECK_PATH, &seal_key_check(cipher).await?).await? {
-            return Ok(());
-        }
-        let blob = remote.get(CHECK_PATH).await?.ok_or_else(|| Error::SyncFailed("the key check went away".into()))?;
-        verify_key_check(cipher, &blob).await
-    }
-
-    /// Sends the segment cut and not yet sent, if any, then cuts the pending operations into the next one and
-    /// sends that. A device merges nothing while it has operations to send, so a segment's `seen` holds for all
-    /// its operations.
-    pub async fn send(&mut self, remote: &dyn Remote, cipher: &dyn Cipher) -> Result<usize> {
-        let mut sent = 0;
-        loop {
-            if self.outbox.is_none() && !self.pending.is_empty() {
-                let ops = std::mem::take(&mut self.pending);
-                let segment = self.next_segment(ops);
-                (self.cut, self.clock) = (segment.n, segment.clock);
-                self.outbox = Some(segment);
-            }
-            let Some(segment) = &self.outbox else { return Ok(sent) };
-            // Already there (sent before a crash cut the answer off): the same operations, so as good as sent.
-            remote.create(&segment_path(&segment.device, segment.n), &seal_segment(cipher, segment).await?).await?;
-            sent += segment.ops.len();
-            if let Some(segment) = self.outbox.take() {
-                self.hold(segment);
-            }
+    /// Cuts the operations made since the last cut into this device's next segment, with what the device had
+    /// merged when it made them. Done before every merge, so that a segment's `seen` holds for all its operations.
+    fn cut(&mut self) {
+        if !self.pending.is_empty() {
+            let ops = std::mem::take(&mut self.pending);
+            let segment = self.next_segment(ops);
+            (self.cut, self.clock) = (segment.n, segment.clock);
+            self.outbox.push(segment);
         }
     }
 
-    /// Fetches and merges the segments of other devices that this one lacks: each device's in order, up to a
-    /// gap, and each only once what it had seen is here too (causal order). Nothing is merged if one fails.
-    pub async fn receive(&mut self, remote: &dyn Remote, cipher: &dyn Cipher) -> Result<usize> {
-        if self.outbox.is_some() {
-            return Err(Error::SyncFailed("a segment waits to be sent: send it before merging".into()));
+    /// The segments to send, oldest first, the operations made since the last cut included. They are sealed and
+    /// sent with the memory free for other calls (see [`send_segments`]), then marked with [`sent`](Self::sent).
+    pub fn outgoing(&mut self) -> Vec<Segment> {
+        self.cut();
+        self.outbox.clone()
+    }
+
+    /// This device's segments up to `n` are on the server.
+    pub fn sent(&mut self, n: u64) {
+        while self.outbox.first().is_some_and(|s| s.n <= n) {
+            let segment = self.outbox.remove(0);
+            self.hold(segment);
         }
-        let mut fetched: Vec<Segment> = Vec::new();
-        for device in remote.list(DEVICES_FOLDER).await? {
-            if device == self.device {
-                continue;
-            }
-            let folder = format!("{DEVICES_FOLDER}/{device}");
-            let mut numbers: Vec<u64> =
-                remote.list(&folder).await?.iter().filter_map(|name| name.strip_suffix(".seg")?.parse().ok()).collect();
-            numbers.sort_unstable();
-            let first = self.seen.get(&device) + 1;
-            // Each in turn from the first not merged, up to a gap: the ones after it wait for it.
-            let wanted = numbers.into_iter().skip_while(|&n| n < first);
-            for (next, n) in (first..).zip(wanted) {
-                if n != next {
-                    break;
-                }
-                let Some(bytes) = remote.get(&segment_path(&device, n)).await? else { break };
-                fetched.push(open_segment(cipher, &device, n, &bytes).await?);
-            }
-        }
-        // Refuse a conflict before holding anything: the merge of all is what would fail later.
-        merge(self.segments.values().flat_map(|s| s.values()).chain(&fetched))?;
-        let mut received = 0;
+    }
+
+    /// For each device, up to which segment this one has merged: what to fetch after ([`fetch_segments`]).
+    pub fn merged_up_to(&self) -> &VersionVector {
+        &self.seen
+    }
+
+    /// Merges segments fetched from the server, in any order; those that cannot be merged yet (one of their
+    /// device's earlier segments, or one they had seen, is missing) wait for a later sync. The operations made
+    /// meanwhile are cut first: they were made without knowing these. Nothing is merged when one conflicts with
+    /// a segment held (`SYNC_FAILED`). Returns how many were merged.
+    pub fn merge_fetched(&mut self, mut fetched: Vec<Segment>) -> Result<usize> {
+        merge(self.segments.values().flat_map(|s| s.values()).chain(&self.outbox).chain(&fetched))?;
+        self.cut();
+        let mut merged = 0;
         loop {
             let (ready, waiting): (Vec<Segment>, Vec<Segment>) =
                 fetched.into_iter().partition(|s| s.seen.0.iter().all(|(d, &n)| self.holds(d, n)) && self.next_of(s));
             if ready.is_empty() {
-                break;
+                return Ok(merged);
             }
-            received += ready.len();
+            merged += ready.len();
             for s in ready {
                 self.hold(s);
             }
             fetched = waiting;
         }
-        Ok(received)
+    }
+
+    /// One whole sync: sends what this device made, then merges what the others sent. `BAD_KEY` (before anything
+    /// is sent) when the server's memory is sealed under another key; `SYNC_FAILED` when the server fails or
+    /// holds damage. It holds the log throughout; a caller that must stay free for writes meanwhile runs the
+    /// steps itself: [`outgoing`](Self::outgoing), [`send_segments`], [`sent`](Self::sent), [`fetch_segments`],
+    /// [`merge_fetched`](Self::merge_fetched).
+    pub async fn sync(&mut self, remote: &dyn Remote, cipher: &dyn Cipher) -> Result<SyncReport> {
+        check_key(remote, cipher).await?;
+        let outgoing = self.outgoing();
+        let ops_sent = outgoing.iter().map(|s| s.ops.len()).sum();
+        if let Some(last) = send_segments(remote, cipher, &outgoing).await? {
+            self.sent(last);
+        }
+        let fetched = fetch_segments(remote, cipher, &self.seen, &self.device).await?;
+        let segments_received = self.merge_fetched(fetched)?;
+        Ok(SyncReport { ops_sent, segments_received })
     }
 
     fn holds(&self, device: &str, n: u64) -> bool {
@@ -223,4 +210,52 @@ impl DeviceLog {
         }
         self.segments.entry(s.device.clone()).or_default().insert(s.n, s);
     }
+}
+
+/// `BAD_KEY` unless the server's key check opens with `cipher`; the first device writes it.
+pub async fn check_key(remote: &dyn Remote, cipher: &dyn Cipher) -> Result<()> {
+    if remote.get(CHECK_PATH).await?.is_none() && remote.create(CHECK_PATH, &seal_key_check(cipher).await?).await? {
+        return Ok(());
+    }
+    let blob = remote.get(CHECK_PATH).await?.ok_or_else(|| Error::SyncFailed("the key check went away".into()))?;
+    verify_key_check(cipher, &blob).await
+}
+
+/// Seals and sends `segments` (one device's, oldest first); the number of the last one on the server. One found
+/// there already was sent before a crash cut the answer off: the same operations, so as good as sent.
+pub async fn send_segments(remote: &dyn Remote, cipher: &dyn Cipher, segments: &[Segment]) -> Result<Option<u64>> {
+    for segment in segments {
+        remote.create(&segment_path(&segment.device, segment.n), &seal_segment(cipher, segment).await?).await?;
+    }
+    Ok(segments.last().map(|s| s.n))
+}
+
+/// The segments on the server after `merged` (see [`DeviceLog::merged_up_to`]), other than device `me`'s, opened:
+/// each device's in order, up to a gap (the ones after it wait for it). `SYNC_FAILED` when one does not open.
+pub async fn fetch_segments(
+    remote: &dyn Remote,
+    cipher: &dyn Cipher,
+    merged: &VersionVector,
+    me: &str,
+) -> Result<Vec<Segment>> {
+    let mut fetched = Vec::new();
+    for device in remote.list(DEVICES_FOLDER).await? {
+        if device == me {
+            continue;
+        }
+        let folder = format!("{DEVICES_FOLDER}/{device}");
+        let mut numbers: Vec<u64> =
+            remote.list(&folder).await?.iter().filter_map(|name| name.strip_suffix(".seg")?.parse().ok()).collect();
+        numbers.sort_unstable();
+        let first = merged.get(&device) + 1;
+        let wanted = numbers.into_iter().skip_while(|&n| n < first);
+        for (next, n) in (first..).zip(wanted) {
+            if n != next {
+                break;
+            }
+            let Some(bytes) = remote.get(&segment_path(&device, n)).await? else { break };
+            fetched.push(open_segment(cipher, &device, n, &bytes).await?);
+        }
+    }
+    Ok(fetched)
 }

@@ -12,7 +12,7 @@ mod seal;
 mod tests;
 pub mod webdav;
 
-pub use device::{connect, DeviceLog, Remote, SyncReport, Unlock};
+pub use device::{check_key, connect, fetch_segments, send_segments, DeviceLog, Remote, SyncReport, Unlock};
 pub use log::{DerivedOp, DeviceId, Op, OpId, Segment, TurnOp, VersionVector};
 pub use merge::{merge, Merged, MergedDerived, MergedSession, MergedTurn};
 pub use seal::{open_segment, padme, seal_key_check, seal_segment, verify_key_check, Cipher};

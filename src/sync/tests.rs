@@ -632,3 +632,32 @@ fn the_first_device_draws_the_key_and_the_others_unlock_it_with_the_passphrase()
     sync(&mut c, &remote, &racing_key);
     assert_eq!(state(&c), state(&a));
 }
+
+#[test]
+fn turns_written_while_a_sync_is_in_flight_keep_what_their_device_knew() {
+    let (remote, key) = (MemRemote::default(), TestCipher::new(7));
+    let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    b.record(turn("s", "before the forget", 1.0));
+    sync(&mut b, &remote, &key);
+    sync(&mut a, &remote, &key);
+    a.record(Op::ForgetSession { session: "s".into() });
+    sync(&mut a, &remote, &key);
+    // B syncs step by step, with the memory free meanwhile: one turn is written before the fetch, one while
+    // it is in flight, one after the merge.
+    b.record(turn("s", "written before the fetch", 2.0));
+    let outgoing = b.outgoing();
+    let last = block_on(send_segments(&remote, &key, &outgoing)).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(n) = last {
+        b.sent(n);
+    }
+    let merged = b.merged_up_to().clone();
+    let fetched = block_on(fetch_segments(&remote, &key, &merged, &b.device)).unwrap_or_else(|e| panic!("{e}"));
+    b.record(turn("s", "written while the fetch was in flight", 3.0));
+    assert_eq!(b.merge_fetched(fetched).ok(), Some(1));
+    b.record(turn("s", "written after the merge", 4.0));
+    sync(&mut b, &remote, &key);
+    sync(&mut a, &remote, &key);
+    assert_eq!(state(&a), state(&b));
+    // Only the turn written once B knew of the forget stands.
+    assert_exactly(&state(&a), &BTreeSet::from(["written after the merge".to_string()]));
+}
