@@ -4,6 +4,7 @@
 //! every device. Plain Rust: it never learns about fetch, IndexedDB or WebCrypto (the server is a [`Remote`], the
 //! key a [`Cipher`]), and it never sends anything unsealed.
 
+mod apply;
 mod device;
 mod log;
 mod merge;
@@ -12,6 +13,7 @@ mod seal;
 mod tests;
 pub mod webdav;
 
+pub use apply::{plan, Held, Plan, SessionChange};
 pub use device::{check_key, connect, fetch_segments, send_segments, DeviceLog, Remote, SyncReport, Unlock};
 pub use log::{DerivedOp, DeviceId, Op, OpId, Segment, TurnOp, VersionVector};
 pub use merge::{merge, Merged, MergedDerived, MergedSession, MergedTurn};

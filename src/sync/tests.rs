@@ -661,3 +661,110 @@ fn turns_written_while_a_sync_is_in_flight_keep_what_their_device_knew() {
     // Only the turn written once B knew of the forget stands.
     assert_exactly(&state(&a), &BTreeSet::from(["written after the merge".to_string()]));
 }
+
+/// What a memory holding exactly `merged` holds.
+fn held_of(merged: &Merged) -> Held {
+    Held {
+        sessions: merged
+            .sessions
+            .iter()
+            .map(|(id, s)| (id.clone(), s.turns.iter().map(|t| t.id.clone()).collect()))
+            .collect(),
+        derived: merged.derived.iter().map(|(key, d)| (key.clone(), d.id.clone())).collect(),
+    }
+}
+
+/// `plan` carried out on `held`, as a memory would.
+fn carry_out(mut held: Held, plan: &Plan) -> Held {
+    let forgotten: BTreeSet<&OpId> = plan.forget.iter().collect();
+    for ids in held.sessions.values_mut() {
+        ids.retain(|id| !forgotten.contains(id));
+    }
+    for (session, change) in &plan.sessions {
+        let ids = held.sessions.entry(session.clone()).or_default();
+        assert!(change.from <= ids.len(), "a change from past the end of {session}");
+        ids.truncate(change.from);
+        ids.extend(change.tail.iter().map(|t| t.id.clone()));
+    }
+    held.sessions.retain(|_, ids| !ids.is_empty());
+    for record in &plan.put_derived {
+        held.derived.insert(record.record.key.clone(), record.id.clone());
+    }
+    for key in &plan.delete_derived {
+        held.derived.remove(key);
+    }
+    held
+}
+
+#[test]
+fn a_plan_appends_what_comes_after_and_rewrites_a_session_only_from_where_its_order_changes() {
+    let (remote, key) = (MemRemote::default(), TestCipher::new(7));
+    let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    a.record(turn("s", "a at 1", 1.0));
+    let gone = a.record(turn("s", "a at 2", 2.0));
+    a.record(turn("s", "a at 5", 5.0));
+    sync(&mut a, &remote, &key);
+    let before = held_of(&state(&a));
+    // B, after A: appended at the end of A's session.
+    sync(&mut b, &remote, &key);
+    b.record(turn("s", "b at 9", 9.0));
+    sync(&mut b, &remote, &key);
+    sync(&mut a, &remote, &key);
+    let appended = plan(&before, &state(&a));
+    assert_eq!(appended.sessions["s"].from, 3);
+    assert_eq!(appended.sessions["s"].tail.len(), 1);
+    assert!(appended.forget.is_empty());
+    // A turn said at 3 (B's clock) lands inside; and a turn forgotten before it costs no rewrite of its own.
+    let before = held_of(&state(&a));
+    b.record(turn("s", "b at 3", 3.0));
+    b.record(Op::ForgetTurn { turn: gone.clone() });
+    sync(&mut b, &remote, &key);
+    sync(&mut a, &remote, &key);
+    let inserted = plan(&before, &state(&a));
+    assert_eq!(inserted.forget, [gone]);
+    let tail: Vec<&str> = inserted.sessions["s"].tail.iter().map(|t| t.turn.text.as_str()).collect();
+    assert_eq!((inserted.sessions["s"].from, tail), (1, vec!["b at 3", "a at 5", "b at 9"]));
+    assert!(plan(&held_of(&state(&a)), &state(&a)).is_empty());
+}
+
+#[test]
+fn a_plan_carried_out_turns_what_a_memory_held_into_the_merge() {
+    let (remote, key) = (MemRemote::default(), TestCipher::new(7));
+    let mut devices: Vec<DeviceLog> = ["d0", "d1", "d2"].iter().map(|d| DeviceLog::new(d.to_string())).collect();
+    let mut rng = Rng(0xa991);
+    let mut plans = 0;
+    for step in 0..400 {
+        let d = rng.below(3);
+        let device = &mut devices[d];
+        let session = format!("s{}", rng.below(5));
+        match rng.below(30) {
+            0 => {
+                device.record(Op::ForgetSession { session });
+            }
+            1 | 2 => {
+                let merged = state(device);
+                let picked = merged.turns().nth(rng.below(merged.turn_count().max(1))).map(|(_, t)| t.id.clone());
+                if let Some(turn) = picked {
+                    device.record(Op::ForgetTurn { turn });
+                }
+            }
+            3 => {
+                let sources: Vec<OpId> = state(device).turns().take(2).map(|(_, t)| t.id.clone()).collect();
+                let key = format!("episode:{sources:?}");
+                device.record(Op::Derived(DerivedOp { key, sources, body: serde_json::json!({ "step": step }) }));
+            }
+            4..=10 => {
+                let before = held_of(&state(device));
+                sync(device, &remote, &key);
+                let after = state(device);
+                let plan = plan(&before, &after);
+                plans += usize::from(!plan.is_empty());
+                assert_eq!(carry_out(before, &plan), held_of(&after), "step {step}");
+            }
+            _ => {
+                device.record(turn(&session, &format!("step {step} on d{d}"), rng.below(60) as f64));
+            }
+        }
+    }
+    assert!(plans > 20, "only {plans} syncs changed anything");
+}
