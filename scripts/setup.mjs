@@ -75,6 +75,19 @@ function chromium() {
   });
 }
 
+/** Debian's rclone (1.60): tests/sync_webdav_native.rs syncs two devices through its `serve webdav`. */
+function rclone() {
+  if (existsSync("/usr/bin/rclone")) return;
+  if (process.getuid && process.getuid() !== 0) {
+    throw new Error("rclone is missing: run `sudo apt-get install -y rclone`");
+  }
+  log("installing Debian rclone (the sync tests' WebDAV server)");
+  run("apt-get", ["update"]);
+  run("apt-get", ["install", "-y", "--no-install-recommends", "rclone"], {
+    env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+  });
+}
+
 function pipDownload(spec, dir) {
   mkdirSync(dir, { recursive: true });
   const found = () => readdirSync(dir).find((f) => f.endsWith(".whl"));
@@ -207,7 +220,7 @@ function nativeRuntime() {
 }
 
 try {
-  if (want("native")) { nativeRuntime(); modelAssets(); }
+  if (want("native")) { nativeRuntime(); modelAssets(); rclone(); }
   if (want("browser")) { npmPackages(); wasmToolchain(); chromium(); onnxruntimeWeb(); modelAssets(); wllamaAssets(); llmModelAssets(); }
   if (only.has("bge-small")) bgeSmallAssets();
   log("ready");
