@@ -661,3 +661,42 @@ fn a_plan_carried_out_turns_what_a_memory_held_into_the_merge() {
     }
     assert!(plans > 20, "only {plans} syncs changed anything");
 }
+
+/// Per session, its turns' texts in order, and its title: what a memory shows, whichever device wrote what.
+fn contents(merged: &Merged) -> BTreeMap<String, (Option<String>, Vec<String>)> {
+    let texts = |s: &MergedSession| s.turns.iter().map(|t| t.turn.text.clone()).collect();
+    merged.sessions.iter().map(|(id, s)| (id.clone(), (s.title.clone(), texts(s)))).collect()
+}
+
+#[test]
+fn two_devices_end_as_one_memory_given_every_operation_in_an_order_each_device_saw() {
+    let (remote, key) = (MemRemote::default(), TestCipher::new(7));
+    let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    // One device given the same operations in an order consistent with what each device saw: B's offline work
+    // before A's forget, which B had not seen.
+    let mut solo = DeviceLog::new("solo".into());
+    let both = |device: &mut DeviceLog, solo: &mut DeviceLog, op: Op| {
+        device.record(op.clone());
+        solo.record(op);
+    };
+    both(&mut a, &mut solo, turn("trip", "a: we fly to Oslo on the 3rd", 1.0));
+    both(&mut a, &mut solo, turn("work", "a: the review is on Monday", 2.0));
+    sync(&mut a, &remote, &key);
+    sync(&mut b, &remote, &key);
+    // B goes offline for a while.
+    both(&mut b, &mut solo, turn("trip", "b: the hotel is by the harbour", 3.0));
+    both(&mut b, &mut solo, turn("work", "b: bring the slides", 4.0));
+    both(&mut b, &mut solo, Op::Title { session: "trip".into(), title: "Oslo".into() });
+    // A, meanwhile, forgets the work session and writes on.
+    both(&mut a, &mut solo, Op::ForgetSession { session: "work".into() });
+    both(&mut a, &mut solo, turn("trip", "a: the flight is at 7", 5.0));
+    sync(&mut a, &remote, &key);
+    sync(&mut b, &remote, &key);
+    sync(&mut a, &remote, &key);
+    assert_eq!(state(&a), state(&b));
+    assert_eq!(contents(&state(&a)), contents(&state(&solo)));
+    let trip = &contents(&state(&a))["trip"];
+    assert_eq!(trip.0.as_deref(), Some("Oslo"));
+    assert_eq!(trip.1.len(), 3);
+    assert!(!state(&a).sessions.contains_key("work"));
+}
