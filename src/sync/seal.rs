@@ -18,8 +18,10 @@ pub trait Cipher {
 
 const CHECK_AAD: &[u8] = b"loci-sync-check/1";
 const CHECK_TEXT: &[u8] = b"loci sync key check";
-/// The plaintext's length before the padding.
-const LENGTH_BYTES: usize = 4;
+/// A segment's plaintext: this format (u32, little-endian), the JSON's length (u32), the JSON, the padding. The
+/// format stays outside the JSON so that a loci that meets a newer one says so rather than "does not decode".
+const SEGMENT_FORMAT: u32 = 1;
+const HEADER_BYTES: usize = 8;
 
 fn segment_aad(device: &str, n: u64) -> Vec<u8> {
     format!("loci-sync-segment/1\u{0}{device}\u{0}{n}").into_bytes()
@@ -54,7 +56,8 @@ pub async fn verify_key_check(cipher: &dyn Cipher, blob: &[u8]) -> Result<()> {
 pub async fn seal_segment(cipher: &dyn Cipher, segment: &Segment) -> Result<Vec<u8>> {
     let json = serde_json::to_vec(segment).map_err(|e| Error::SyncFailed(format!("encoding a segment: {e}")))?;
     let len = u32::try_from(json.len()).map_err(|_| Error::SyncFailed("a segment over 4 GB".into()))?;
-    let mut plain = Vec::with_capacity(padme(LENGTH_BYTES + json.len()));
+    let mut plain = Vec::with_capacity(padme(HEADER_BYTES + json.len()));
+    plain.extend_from_slice(&SEGMENT_FORMAT.to_le_bytes());
     plain.extend_from_slice(&len.to_le_bytes());
     plain.extend_from_slice(&json);
     plain.resize(padme(plain.len()), 0);
@@ -66,11 +69,59 @@ pub async fn seal_segment(cipher: &dyn Cipher, segment: &Segment) -> Result<Vec<
 pub async fn open_segment(cipher: &dyn Cipher, device: &str, n: u64, sealed: &[u8]) -> Result<Segment> {
     let damaged = |why: &str| Error::SyncFailed(format!("segment {n} of device {device} {why}"));
     let plain = cipher.open(&segment_aad(device, n), sealed).await?.ok_or_else(|| damaged("does not open"))?;
-    let len = plain.get(..LENGTH_BYTES).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
-    let json = len.and_then(|l| plain.get(LENGTH_BYTES..LENGTH_BYTES + l as usize)).ok_or_else(|| damaged("is cut"))?;
+    let word = |at: usize| plain.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+    match word(0) {
+        Some(SEGMENT_FORMAT) => {}
+        Some(format) => return Err(damaged(&format!("has format {format}, from a newer loci: update this one"))),
+        None => return Err(damaged("is cut")),
+    }
+    let json =
+        word(4).and_then(|l| plain.get(HEADER_BYTES..HEADER_BYTES + l as usize)).ok_or_else(|| damaged("is cut"))?;
     let segment: Segment = serde_json::from_slice(json).map_err(|e| damaged(&format!("does not decode: {e}")))?;
     if segment.device != device || segment.n != n {
         return Err(damaged("holds another segment"));
     }
     Ok(segment)
+}
+
+#[cfg(test)]
+mod tests {
+    use pollster::block_on;
+
+    use super::*;
+    use crate::sync::log::{Op, VersionVector};
+
+    /// No encryption: what is left to check is the framing.
+    struct Clear;
+
+    #[async_trait(?Send)]
+    impl Cipher for Clear {
+        async fn seal(&self, _: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
+            Ok(plain.to_vec())
+        }
+
+        async fn open(&self, _: &[u8], sealed: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(Some(sealed.to_vec()))
+        }
+    }
+
+    #[test]
+    fn a_segment_from_a_newer_loci_or_cut_short_is_refused_with_why() {
+        let segment =
+            Segment { device: "aaaa".into(), n: 1, clock: 1, seen: VersionVector::default(), ops: vec![Op::ForgetAll] };
+        let framed = block_on(seal_segment(&Clear, &segment)).unwrap_or_default();
+        assert_eq!(framed.len(), padme(framed.len()), "not padded");
+        assert_eq!(block_on(open_segment(&Clear, "aaaa", 1, &framed)).ok(), Some(segment));
+        let mut newer = framed.clone();
+        newer[0] = 2;
+        let why = block_on(open_segment(&Clear, "aaaa", 1, &newer)).err();
+        assert!(
+            why.as_ref().is_some_and(|e| e.code() == "SYNC_FAILED" && e.to_string().contains("newer loci")),
+            "{why:?}"
+        );
+        let why = block_on(open_segment(&Clear, "aaaa", 1, &framed[..12])).err();
+        assert!(why.is_some_and(|e| e.to_string().contains("is cut")));
+        let why = block_on(open_segment(&Clear, "bbbb", 1, &framed)).err();
+        assert!(why.is_some_and(|e| e.to_string().contains("holds another segment")));
+    }
 }
