@@ -53,6 +53,12 @@ pub async fn connect<U: Unlock>(remote: &dyn Remote, unlock: &U) -> Result<U::Ke
     unlock.unlock(&record).await
 }
 
+/// At most this many operations, and about this many bytes of JSON (one larger operation goes alone), to a
+/// segment: a device back from long offline, or an import, sends many segments, not one that others must fetch
+/// and open whole.
+pub const SEGMENT_OPS: usize = 1000;
+pub const SEGMENT_BYTES: usize = 1 << 20;
+
 const CHECK_PATH: &str = "check";
 const DEVICES_FOLDER: &str = "d";
 
@@ -75,8 +81,10 @@ pub struct SyncReport {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceLog {
     pub device: DeviceId,
-    /// Operations made since the last cut.
-    pending: Vec<Op>,
+    /// Operations made since the last cut, in the segments they will be cut into (see [`SEGMENT_OPS`]).
+    pending: Vec<Vec<Op>>,
+    /// The JSON bytes of the last of them.
+    pending_bytes: usize,
     /// Segments cut and not yet known to be on the server, oldest first: sent again, as they are, until they are.
     outbox: Vec<Segment>,
     /// This device's last segment number cut.
@@ -94,6 +102,7 @@ impl DeviceLog {
         DeviceLog {
             device,
             pending: Vec::new(),
+            pending_bytes: 0,
             outbox: Vec::new(),
             cut: 0,
             clock: 0,
@@ -104,32 +113,52 @@ impl DeviceLog {
 
     /// Records an operation this device made; its id, which it keeps everywhere.
     pub fn record(&mut self, op: Op) -> OpId {
-        self.pending.push(op);
-        OpId { device: self.device.clone(), segment: self.cut + 1, index: self.pending.len() as u32 - 1 }
+        let bytes = serde_json::to_vec(&op).map_or(0, |json| json.len());
+        match self.pending.last_mut() {
+            Some(last) if last.len() < SEGMENT_OPS && self.pending_bytes + bytes <= SEGMENT_BYTES => {
+                last.push(op);
+                self.pending_bytes += bytes;
+            }
+            _ => {
+                self.pending.push(vec![op]);
+                self.pending_bytes = bytes;
+            }
+        }
+        let index = self.pending.last().map_or(0, |last| last.len() as u32 - 1);
+        OpId { device: self.device.clone(), segment: self.cut + self.pending.len() as u64, index }
     }
 
     /// Operations made and not yet known to be on the server.
     pub fn unsent(&self) -> usize {
-        self.pending.len() + self.outbox.iter().map(|s| s.ops.len()).sum::<usize>()
+        self.pending.iter().chain(self.outbox.iter().map(|s| &s.ops)).map(Vec::len).sum()
     }
 
     /// This device's view: everything merged, with what it made since (as it will be sent).
     pub fn state(&self) -> Result<Merged> {
-        let pending = (!self.pending.is_empty()).then(|| self.next_segment(self.pending.clone()));
+        let pending = self.pending_segments(self.pending.clone());
         merge(self.segments.values().flat_map(|s| s.values()).chain(&self.outbox).chain(&pending))
     }
 
-    fn next_segment(&self, ops: Vec<Op>) -> Segment {
-        let clock = self.clock + 1;
-        Segment { device: self.device.clone(), n: self.cut + 1, clock, seen: self.seen.clone(), ops }
+    /// `chunks` as this device's next segments, with what it has merged now.
+    fn pending_segments(&self, chunks: Vec<Vec<Op>>) -> Vec<Segment> {
+        (1..)
+            .zip(chunks)
+            .map(|(i, ops)| Segment {
+                device: self.device.clone(),
+                n: self.cut + i,
+                clock: self.clock + i,
+                seen: self.seen.clone(),
+                ops,
+            })
+            .collect()
     }
 
-    /// Cuts the operations made since the last cut into this device's next segment, with what the device had
+    /// Cuts the operations made since the last cut into this device's next segments, with what the device had
     /// merged when it made them. Done before every merge, so that a segment's `seen` holds for all its operations.
     fn cut(&mut self) {
-        if !self.pending.is_empty() {
-            let ops = std::mem::take(&mut self.pending);
-            let segment = self.next_segment(ops);
+        let chunks = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        for segment in self.pending_segments(chunks) {
             (self.cut, self.clock) = (segment.n, segment.clock);
             self.outbox.push(segment);
         }

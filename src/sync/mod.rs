@@ -14,7 +14,10 @@ mod tests;
 pub mod webdav;
 
 pub use apply::{plan, Held, Plan, SessionChange};
-pub use device::{check_key, connect, fetch_segments, send_segments, DeviceLog, Remote, SyncReport, Unlock};
+pub use device::{
+    check_key, connect, fetch_segments, send_segments, DeviceLog, Remote, SyncReport, Unlock, SEGMENT_BYTES,
+    SEGMENT_OPS,
+};
 pub use log::{DerivedOp, DeviceId, Op, OpId, Segment, TurnOp, VersionVector};
 pub use merge::{merge, Merged, MergedDerived, MergedSession, MergedTurn};
 pub use seal::{open_segment, padme, seal_key_check, seal_segment, verify_key_check, Cipher};

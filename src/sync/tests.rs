@@ -700,3 +700,25 @@ fn two_devices_end_as_one_memory_given_every_operation_in_an_order_each_device_s
     assert_eq!(trip.1.len(), 3);
     assert!(!state(&a).sessions.contains_key("work"));
 }
+
+#[test]
+fn a_long_offline_run_goes_as_bounded_segments_and_each_turn_keeps_the_id_it_was_given() {
+    let (remote, key) = (MemRemote::default(), TestCipher::new(7));
+    let (mut a, mut b) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    let mut given = BTreeMap::new();
+    for i in 0..2500 {
+        let text = format!("offline turn {i}");
+        given.insert(a.record(turn("s", &text, i as f64)), text);
+    }
+    // One turn alone over the byte bound, then more small ones.
+    let long = "x".repeat(SEGMENT_BYTES + 10);
+    given.insert(a.record(turn("s", &long, 2500.0)), long);
+    given.insert(a.record(turn("s", "after the long one", 2501.0)), "after the long one".into());
+    let report = sync(&mut a, &remote, &key);
+    assert_eq!(report.ops_sent, 2502);
+    sync(&mut b, &remote, &key);
+    let segments = remote.files.borrow().keys().filter(|p| p.starts_with("d/aaaa/")).count();
+    assert_eq!(segments, 5, "1000 + 1000 + 500 turns, the long one, the last");
+    let merged: BTreeMap<OpId, String> = state(&b).turns().map(|(_, t)| (t.id.clone(), t.turn.text.clone())).collect();
+    assert_eq!(merged, given);
+}
