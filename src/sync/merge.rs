@@ -129,12 +129,14 @@ pub fn merge<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Result<Merg
             s.title = Some(title.to_string());
         }
     }
-    // Per key the first record made wins (the same everywhere); it goes with any of its turns, or its forget.
+    // Per key the first record made wins (the same everywhere); it goes with any of its turns, its forget, or a
+    // forgetAll it did not happen after (a record with no sources too).
     derived.sort_by(|(a, _), (b, _)| a.0.order_key(a.1).cmp(&b.0.order_key(b.1)));
     for ((s, i), d) in derived {
         let sources_kept = d.sources.iter().all(|t| kept_turns.contains(t));
         let forgets = derived_forgets.get(d.key.as_str()).map_or(&[][..], Vec::as_slice);
-        if sources_kept && survives((s, i), forgets) && !merged.derived.contains_key(&d.key) {
+        let kept = sources_kept && survives((s, i), forgets) && survives((s, i), &all_forgets);
+        if kept && !merged.derived.contains_key(&d.key) {
             merged.derived.insert(d.key.clone(), MergedDerived { id: s.op_id(i), record: d.clone() });
         }
     }

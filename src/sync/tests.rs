@@ -251,6 +251,8 @@ fn forgets_win_over_turns_their_device_had_not_seen_the_forget() {
     assert_eq!(texts, ["a new start"]);
     // forgetAll on one device removes everything the other had written without seeing it.
     b.record(turn("late", "b, concurrent with forget all", 6.0));
+    let sourceless = DerivedOp { key: "fact:sourceless".into(), sources: vec![], body: serde_json::json!({}) };
+    b.record(Op::Derived(sourceless));
     a.record(Op::ForgetAll);
     a.record(turn("after", "a, after forget all", 7.0));
     sync(&mut a, &remote, &key);
@@ -258,6 +260,7 @@ fn forgets_win_over_turns_their_device_had_not_seen_the_forget() {
     sync(&mut a, &remote, &key);
     assert_eq!(state(&a), state(&b));
     assert_exactly(&state(&a), &BTreeSet::from(["a, after forget all".to_string()]));
+    assert!(state(&a).derived.is_empty(), "a record made before forget all survived it");
 }
 
 #[test]
