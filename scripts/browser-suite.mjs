@@ -48,6 +48,17 @@ export async function startTestLlmServer(root) {
   return `http://127.0.0.1:${port}/v1`;
 }
 
+/** Starts the sync tests' WebDAV server (rclone behind a CORS proxy); resolves to its base URL. */
+export async function startTestWebDavServer(root) {
+  const child = spawn("node", ["tests/webdav-server/server.mjs", "0"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise((ok, fail) => {
+    child.stdout.on("data", (d) => { const m = /READY (\d+)/.exec(String(d)); if (m) ok(m[1]); });
+    child.on("exit", (code) => fail(new Error(`test WebDAV server exited (${code})`)));
+  });
+  process.on("exit", () => child.kill());
+  return `http://127.0.0.1:${port}`;
+}
+
 /** A port free now, for the test server (the runner picks its own otherwise, and does not say which). */
 function freePort() {
   return new Promise((ok, fail) => {

@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runBrowserSuite, startTestLlmServer } from "./browser-suite.mjs";
+import { runBrowserSuite, startTestLlmServer, startTestWebDavServer } from "./browser-suite.mjs";
 import { testBinaries } from "./cargo-tests.mjs";
 import { startLocalLlm } from "./local-llm.mjs";
 
@@ -130,6 +130,7 @@ const browserEnv = {
   CHROMEDRIVER: "/usr/bin/chromedriver",
   WASM_BINDGEN_TEST_TIMEOUT: "180",
   LOCI_TEST_LLM_URL: await startTestLlmServer(root),
+  LOCI_TEST_WEBDAV_URL: await startTestWebDavServer(root),
 };
 for (const file of readdirSync(resolve(root, "tests")).filter((f) => /^browser.*\.rs$/.test(f)).sort()) {
   const name = file.replace(/\.rs$/, "");

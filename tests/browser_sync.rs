@@ -1,6 +1,8 @@
-//! Sync's keys and sealing in the browser (WebCrypto, as at rest): the first device draws the sync key and keeps
-//! it on the server only wrapped for the passphrase; another device unlocks it with the passphrase (a wrong one is
-//! `BAD_KEY`); two devices sync through a server in RAM that never holds the canary.
+//! Sync in the browser: the first device draws the sync key (WebCrypto, as at rest) and keeps it on the server only
+//! wrapped for the passphrase; another device unlocks it with the passphrase (a wrong one is `BAD_KEY`); two devices
+//! sync through a server in RAM, and through a real WebDAV server over `fetch` (Debian's rclone behind
+//! tests/webdav-server/server.mjs, whose URL is compiled in from `LOCI_TEST_WEBDAV_URL`: npm test starts it); the
+//! servers never hold the canary.
 #![cfg(target_arch = "wasm32")]
 
 use std::cell::RefCell;
@@ -8,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use loci::store::seal::{KeySource, SyncUnlock};
+use loci::sync::webdav::{Fetch, WebDav};
 use loci::sync::{connect, DeviceLog, Op, Remote, TurnOp};
 use loci::Result;
 use wasm_bindgen_test::*;
@@ -104,4 +107,58 @@ async fn a_segment_altered_on_the_server_is_sync_failed_and_merges_nothing() {
     let err = laptop.sync(&remote, &key).await.err();
     assert_eq!(err.map(|e| e.code()), Some("SYNC_FAILED"));
     assert!(laptop.state().is_ok_and(|m| m.turn_count() == 0), "part of a failed sync was merged");
+}
+
+fn webdav_url() -> &'static str {
+    option_env!("LOCI_TEST_WEBDAV_URL")
+        .expect("LOCI_TEST_WEBDAV_URL: start tests/webdav-server/server.mjs (npm test does)")
+}
+
+/// How many times `needle` is in what the WebDAV server stores (its `/__canary`).
+async fn canary_hits(needle: &str) -> f64 {
+    let url = format!("{}/__canary?needle={needle}", webdav_url());
+    let (status, body) =
+        loci::sync::webdav::Transport::request(&Fetch, "GET", &url, &[], &[]).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status, 200);
+    let report: serde_json::Value = serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{e}"));
+    assert!(report["files"].as_f64().is_some_and(|n| n > 0.0), "the server stores nothing: {report}");
+    report["hits"].as_f64().unwrap_or(f64::NAN)
+}
+
+#[wasm_bindgen_test]
+async fn two_devices_sync_through_a_real_webdav_server_over_fetch() {
+    // A folder of its own on the shared test server.
+    let folder = format!("{}/t-{}", webdav_url(), js_sys::Date::now() as u64);
+    let (phone_server, laptop_server) = (WebDav::new(&folder, None, Fetch), WebDav::new(&folder, None, Fetch));
+    let phone_key = connect(&phone_server, &unlock("webdav passphrase")).await.unwrap_or_else(|e| panic!("{e}"));
+    let laptop_key = connect(&laptop_server, &unlock("webdav passphrase")).await.unwrap_or_else(|e| panic!("{e}"));
+    let wrong = connect(&laptop_server, &unlock("another passphrase")).await.err();
+    assert_eq!(wrong.map(|e| e.code()), Some("BAD_KEY"));
+
+    let (mut phone, mut laptop) = (DeviceLog::new("aaaa".into()), DeviceLog::new("bbbb".into()));
+    let turn = |text: String, time: f64| {
+        Op::Turn(TurnOp {
+            session: format!("{CANARY} shared"),
+            speaker: "user".into(),
+            text,
+            caption: None,
+            time,
+            ingested: time,
+        })
+    };
+    for round in 0..2 {
+        for i in 0..3 {
+            let time = (round * 10 + i) as f64;
+            phone.record(turn(format!("{CANARY} phone {round} {i}"), time));
+            laptop.record(turn(format!("{CANARY} laptop {round} {i}"), time + 0.5));
+        }
+        phone.sync(&phone_server, &phone_key).await.unwrap_or_else(|e| panic!("{e}"));
+        laptop.sync(&laptop_server, &laptop_key).await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    phone.sync(&phone_server, &phone_key).await.unwrap_or_else(|e| panic!("{e}"));
+    let (on_phone, on_laptop) = (phone.state(), laptop.state());
+    assert!(on_phone.as_ref().is_ok_and(|m| m.turn_count() == 12), "{on_phone:?}");
+    assert_eq!(on_phone, on_laptop);
+    assert_eq!(canary_hits(CANARY).await, 0.0, "the canary is on the server");
+    assert_eq!(canary_hits("webdav passphrase").await, 0.0, "the passphrase is on the server");
 }
