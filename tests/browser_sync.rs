@@ -109,6 +109,8 @@ async fn a_segment_altered_on_the_server_is_sync_failed_and_merges_nothing() {
     assert!(laptop.state().is_ok_and(|m| m.turn_count() == 0), "part of a failed sync was merged");
 }
 
+// Compiled in, so a run without the server fails with this message rather than a missing-env compile error.
+#[allow(clippy::option_env_unwrap)]
 fn webdav_url() -> &'static str {
     option_env!("LOCI_TEST_WEBDAV_URL")
         .expect("LOCI_TEST_WEBDAV_URL: start tests/webdav-server/server.mjs (npm test does)")
