@@ -9,7 +9,8 @@ pub mod embed;
 pub mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod eval;
-pub mod index;
+// The vector and BM25 indexes: the engine's (a crate of its own, see engine/src/lib.rs).
+pub use loci_engine::index;
 pub mod llm;
 pub mod memory;
 pub mod recall;

@@ -2,9 +2,9 @@
 //! episodes, facts and jobs).
 //! Validation lives here so that a bad message is refused before anything is written.
 
-pub mod bytes;
-pub mod calendar;
 pub mod distilled;
+// The engine's (a crate of its own: see engine/src/lib.rs), under the paths the rest of loci reads them by.
+pub use loci_engine::{bytes, calendar, Session, TimeMs};
 mod turns;
 
 pub use turns::{PackedTurn, TurnRef, Turns};
@@ -12,9 +12,6 @@ pub use turns::{PackedTurn, TurnRef, Turns};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-
-/// Milliseconds since the Unix epoch (UTC). f64 because that is what JavaScript dates are, and it is exact to 2^53.
-pub type TimeMs = f64;
 
 /// A message as the caller hands it to `addMessages`. Other fields are ignored, so OpenAI-style message objects
 /// (with `name`, `tool_calls`, …) can be passed as they are.
@@ -81,18 +78,6 @@ pub fn unit_text_of(speaker: &str, text: &str, caption: Option<&str>) -> String 
         s.push_str(c);
     }
     s
-}
-
-/// A conversation sitting. TIR ranks sessions.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Session {
-    pub id: String,
-    pub first_time: TimeMs,
-    pub last_time: TimeMs,
-    pub turn_count: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
 }
 
 /// What gets embedded: by default a pair of consecutive turns of one session (the papers' setting).
@@ -252,6 +237,40 @@ pub fn unpack_f32(bytes: &[u8]) -> Option<Vec<f32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lexical index reads a unit as its turns' parts (`Memory` indexes them so, without joining them): the
+    /// same terms as the joined unit text.
+    #[test]
+    fn parts_index_as_the_joined_unit_text() {
+        let turn = |speaker: &str, text: &str, caption: Option<&str>| Turn {
+            id: 1,
+            session: "s".into(),
+            seq: 0,
+            speaker: speaker.into(),
+            text: text.into(),
+            caption: caption.map(str::to_string),
+            time: 0.0,
+            ingested: 0.0,
+        };
+        let turns = [turn("Mary-Ann", "Running late, sorry!", None), turn("Léo", "Look: the images", Some("a Cat"))];
+        let joined = turns.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n");
+        let (mut a, mut b) = (crate::index::Bm25Index::new(), crate::index::Bm25Index::new());
+        a.insert(1, 0, &joined);
+        a.insert(2, 0, "image cat");
+        let parts = turns.iter().flat_map(|t| {
+            let c = t.caption.as_deref();
+            [Some(t.speaker.as_str()), Some(t.text.as_str()), c.map(|_| "The image Caption"), c]
+        });
+        b.insert_parts(1, 0, parts.flatten());
+        b.insert(2, 0, "image cat");
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        let q = "mary ann run late sorry leo look images caption cat";
+        a.scores_into(&a.query(q), &mut x);
+        b.scores_into(&b.query(q), &mut y);
+        assert!(x[0] > 0.0);
+        assert_eq!(x, y);
+        assert_eq!(a.query(q), b.query(q));
+    }
 
     fn msg(content: &str) -> MessageInput {
         MessageInput { role: Some("user".into()), content: content.into(), ..Default::default() }

@@ -2,7 +2,7 @@
 //! A scan of `rows` int8 rows against one i16 query, as `VectorIndex::scores_into` does it (`pairs` = 1) and as it
 //! did before, one row at a time (`pairs` = 0), with loci's own kernels.
 
-#[path = "../../../src/index/vectors/simd.rs"]
+#[path = "../../../engine/src/index/vectors/simd.rs"]
 mod simd;
 
 #[panic_handler]

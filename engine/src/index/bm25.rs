@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::types::bytes::{u32s, ByteReader};
+use crate::bytes::{u32s, ByteReader};
 
 /// FxHash (rustc's multiply-rotate hash) for the maps: SipHash's DoS resistance buys nothing for one's own messages
 /// in one's own tab, and building the index at open hashes every token of every unit.
@@ -959,38 +959,6 @@ mod tests {
         assert_ne!(stem("party"), stem("part"));
         assert_eq!(stem("bus"), "bus");
         assert_eq!(stem("2023"), "2023");
-    }
-
-    #[test]
-    fn parts_index_as_the_joined_unit_text() {
-        let turn = |speaker: &str, text: &str, caption: Option<&str>| crate::types::Turn {
-            id: 1,
-            session: "s".into(),
-            seq: 0,
-            speaker: speaker.into(),
-            text: text.into(),
-            caption: caption.map(str::to_string),
-            time: 0.0,
-            ingested: 0.0,
-        };
-        let turns = [turn("Mary-Ann", "Running late, sorry!", None), turn("Léo", "Look: the images", Some("a Cat"))];
-        let joined = turns.iter().map(|t| t.unit_text()).collect::<Vec<_>>().join("\n");
-        let (mut a, mut b) = (Bm25Index::new(), Bm25Index::new());
-        a.insert(1, 0, &joined);
-        a.insert(2, 0, "image cat");
-        let parts = turns.iter().flat_map(|t| {
-            let c = t.caption.as_deref();
-            [Some(t.speaker.as_str()), Some(t.text.as_str()), c.map(|_| "The image Caption"), c]
-        });
-        b.insert_parts(1, 0, parts.flatten());
-        b.insert(2, 0, "image cat");
-        let (mut x, mut y) = (Vec::new(), Vec::new());
-        let q = "mary ann run late sorry leo look images caption cat";
-        a.scores_into(&a.query(q), &mut x);
-        b.scores_into(&b.query(q), &mut y);
-        assert!(x[0] > 0.0);
-        assert_eq!(x, y);
-        assert_eq!(a.query(q), b.query(q));
     }
 
     #[test]

@@ -75,11 +75,11 @@ fn year_of(w: &str) -> Option<i32> {
     (1900..2200).contains(&y).then_some(y)
 }
 
-pub use crate::types::calendar::days_from_civil;
+pub use crate::calendar::days_from_civil;
 
 /// (year, month) of a day count since 1970-01-01.
 pub fn civil_from_days(z: i64) -> (i32, u32) {
-    let (y, m, _) = crate::types::calendar::civil_from_days(z);
+    let (y, m, _) = crate::calendar::civil_from_days(z);
     (y, m)
 }
 
