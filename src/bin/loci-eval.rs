@@ -1417,6 +1417,8 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
         let mut distillation = Vec::new();
         let mut columns: Vec<(String, Quality)> = Vec::new();
+        // What was distilled, for reading: episodes and facts with the dia_ids they cover or cite.
+        let mut records_of = Vec::new();
         for corpus in &corpora {
             let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
             distillation.push(distill_corpus(memory, corpus, &llm)?);
@@ -1466,6 +1468,28 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 qa_evidence: &qa_evidence,
             };
             columns.push((corpus.id.clone(), dq::measure(&distilled, &verdicts)));
+            let dia: HashMap<u64, &SourceTurn> = turns.iter().map(|t| (t.id, t)).collect();
+            let dia_ids = |ids: &[u64]| -> Vec<&str> {
+                ids.iter().filter_map(|t| dia.get(t)).map(|t| t.dia_id.as_str()).collect()
+            };
+            let episode_records: Vec<Value> = episodes
+                .iter()
+                .map(|e| json!({"id": e.id, "title": e.title, "narrative": e.narrative, "turns": dia_ids(&e.turn_ids)}))
+                .collect();
+            let fact_records: Vec<Value> = facts
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let sources: Vec<String> =
+                        f.turn_ids.iter().filter_map(|t| dia.get(t)).map(|t| t.source_text()).collect();
+                    json!({
+                        "id": f.id, "statement": f.statement, "episodes": f.episode_ids,
+                        "cites": dia_ids(&f.turn_ids), "overlap": dq::overlap_support(&f.statement, &sources),
+                        "judge_supported": verdicts.get(i).copied().flatten(),
+                    })
+                })
+                .collect();
+            records_of.push(json!({"episodes": episode_records, "facts": fact_records}));
         }
         let mut all = Quality::default();
         columns.iter().for_each(|(_, q)| all.add(q));
@@ -1502,9 +1526,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         report_replay(&llm);
         let per_conversation: Vec<Value> = columns
             .iter()
-            .map(|(id, q)| {
+            .zip(records_of)
+            .map(|((id, q), distilled)| {
                 let rows: Map<String, Value> = q.rows().into_iter().map(|(name, _, v)| (name, v)).collect();
-                json!({"conversation": id, "figures": rows, "counts": q})
+                json!({"conversation": id, "figures": rows, "counts": q, "distilled": distilled})
             })
             .collect();
         let all_rows: Map<String, Value> = all.rows().into_iter().map(|(name, _, v)| (name, v)).collect();
