@@ -63,6 +63,8 @@ mod cli {
                     [--max-questions N] [--conversations N] [--sessions N] [--stream on|off] [--json PATH]
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
+       loci-eval distill-quality --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
+                    [--conversations N] [--sessions N] [--judge on|off] [--qa N] [--json PATH]
        loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
                     [--json PATH]
        loci-eval bridge --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--conversations N] [--sessions N]
@@ -237,6 +239,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             Some("prune") => return prune_main(),
             Some("qa") => return qa_main(),
             Some("distill") => return distill_main(),
+            Some("distill-quality") => return distill_quality_main(),
             Some("redteam") => return redteam_main(),
             Some("screen") => return screen_main(),
             Some("expand") => return expand_main(),
@@ -1368,6 +1371,175 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             &json!({
                 "sessions": sessions, "messages": messages, "seconds": seconds, "llm": l, "report": report,
                 "episodes": episodes, "facts": facts, "parked": stats.distill.parked, "evocation": evocation,
+            }),
+        )
+    }
+
+    /// Distillation quality (issue 42 part 2): the first `--sessions` (4) sessions of the first `--conversations` (1)
+    /// LoCoMo conversations, distilled as `qa --prune distilled` distils them (the same ingestion and clock, so one
+    /// `--llm-cache` serves both), then measured against their turns and LoCoMo's notes on them
+    /// ([`loci::eval::distill_quality`]). The same model judges, yes/no, whether each fact's cited lines support it
+    /// (`--judge off`: not asked); `--qa N` answers the first N questions those sessions hold through the distilled
+    /// memory. Prints a Markdown table (a column per conversation, and all of them) and writes the whole with --json.
+    fn distill_quality_main() -> Result<(), String> {
+        use loci::distill::TextEmbed;
+        use loci::eval::distill_quality::{self as dq, Quality, SourceTurn};
+        let o = options(&[
+            "data",
+            "llm-base-url",
+            "llm-model",
+            "llm-api-key",
+            "llm-context-tokens",
+            "llm-cache",
+            "conversations",
+            "sessions",
+            "judge",
+            "qa",
+            "json",
+        ])?;
+        let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
+        let judge = match o.get("judge").map(String::as_str) {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(_) => return Err("--judge on|off".into()),
+        };
+        let qa_limit: usize = o.get("qa").map_or(Ok(0), |n| n.parse()).map_err(|_| "--qa N (questions)")?;
+        let path = Path::new(&o["data"]);
+        let mut corpora = locomo::load(path, GroundTruth::Clean)?;
+        corpora.truncate(o.get("conversations").map_or(Ok(1), |n| n.parse()).map_err(|_| "--conversations N")?);
+        keep_first_sessions(&mut corpora, o.get("sessions").map_or(Ok(4), |n| n.parse()).map_err(|_| "--sessions N")?);
+        let notes = locomo::load_notes(path)?;
+        let answers = loci::eval::qa::locomo_answers(path)?;
+        let (tokenizer, runtime) = model_runtime(2, true, None, EmbedConfig::default().batch_size)?;
+        let embed = EmbedConfig::default();
+        let embedder = || Embedder::new(tokenizer.clone(), runtime.clone(), embed).map_err(|e| e.to_string());
+        let config = MemoryConfig { distill: Some(loci::distill::DistillConfig::default()), ..Default::default() };
+        let (mut memories, ..) = ingest(&corpora, &embedder, config, &runtime)?;
+        let mut distillation = Vec::new();
+        let mut columns: Vec<(String, Quality)> = Vec::new();
+        // What was distilled, for reading: episodes and facts with the dia_ids they cover or cite.
+        let mut records_of = Vec::new();
+        for corpus in &corpora {
+            let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+            distillation.push(distill_corpus(memory, corpus, &llm)?);
+            let mut turns = Vec::new();
+            for session in &corpus.sessions {
+                for t in memory.session_turns(&session.id) {
+                    let dia_id = session.turns.get(t.seq as usize).map(|e| e.dia_id.clone()).unwrap_or_default();
+                    turns.push(SourceTurn {
+                        id: t.id,
+                        dia_id,
+                        session: t.session,
+                        speaker: t.speaker,
+                        text: t.text,
+                        caption: t.caption,
+                        time: t.time,
+                    });
+                }
+            }
+            let episodes = memory.episodes();
+            let facts: Vec<loci::distill::Fact> = memory.distilled().active_facts().cloned().collect();
+            let kept: HashSet<&str> = corpus.session_ids().into_iter().collect();
+            let session_notes: Vec<locomo::SessionNotes> = notes
+                .iter()
+                .find(|(id, _)| *id == corpus.id)
+                .map(|(_, n)| n.iter().filter(|s| kept.contains(s.session.as_str())).cloned().collect())
+                .unwrap_or_default();
+            let statements: Vec<String> =
+                session_notes.iter().flat_map(|n| n.observations.iter().map(|o| o.statement.clone())).collect();
+            let observation_vectors =
+                block_on(embedder()?.embed_texts(&statements)).map_err(|e| format!("{}: {e}", corpus.id))?;
+            let qa_evidence: Vec<String> = corpus.questions.iter().flat_map(|q| q.evidence.iter().cloned()).collect();
+            let mut verdicts = Vec::new();
+            if judge {
+                let bar = progress(facts.len() as u64, "support judge");
+                for f in &facts {
+                    verdicts.push(block_on(dq::judge_support(&llm, f, &turns)).ok());
+                    bar.inc(1);
+                }
+                bar.finish_and_clear();
+            }
+            let distilled = dq::Distilled {
+                turns: &turns,
+                episodes: &episodes,
+                facts: &facts,
+                notes: &session_notes,
+                observation_vectors: &observation_vectors,
+                qa_evidence: &qa_evidence,
+            };
+            columns.push((corpus.id.clone(), dq::measure(&distilled, &verdicts)));
+            let dia: HashMap<u64, &SourceTurn> = turns.iter().map(|t| (t.id, t)).collect();
+            let dia_ids = |ids: &[u64]| -> Vec<&str> {
+                ids.iter().filter_map(|t| dia.get(t)).map(|t| t.dia_id.as_str()).collect()
+            };
+            let episode_records: Vec<Value> = episodes
+                .iter()
+                .map(|e| json!({"id": e.id, "title": e.title, "narrative": e.narrative, "turns": dia_ids(&e.turn_ids)}))
+                .collect();
+            let fact_records: Vec<Value> = facts
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let sources: Vec<String> =
+                        f.turn_ids.iter().filter_map(|t| dia.get(t)).map(|t| t.source_text()).collect();
+                    json!({
+                        "id": f.id, "statement": f.statement, "episodes": f.episode_ids,
+                        "cites": dia_ids(&f.turn_ids), "overlap": dq::overlap_support(&f.statement, &sources),
+                        "judge_supported": verdicts.get(i).copied().flatten(),
+                    })
+                })
+                .collect();
+            records_of.push(json!({"episodes": episode_records, "facts": fact_records}));
+        }
+        let mut all = Quality::default();
+        columns.iter().for_each(|(_, q)| all.add(q));
+        let header: Vec<&str> = columns.iter().map(|(id, _)| id.as_str()).chain(["all"]).collect();
+        println!("| metric | {} |", header.join(" | "));
+        println!("|---|{}", "---|".repeat(header.len()));
+        let tables: Vec<Vec<(String, String, Value)>> =
+            columns.iter().map(|(_, q)| q.rows()).chain([all.rows()]).collect();
+        for (i, (name, ..)) in all.rows().iter().enumerate() {
+            let cells: Vec<&str> = tables.iter().map(|t| t[i].1.as_str()).collect();
+            println!("| {name} | {} |", cells.join(" | "));
+        }
+        // QA through the distilled memory, on the first `--qa` questions the distilled sessions hold.
+        let mut records = Vec::new();
+        let options = loci::memory::AnswerOptions::default();
+        for corpus in &corpora {
+            let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+            let last_session = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
+            for q in corpus.questions.iter().take(qa_limit - records.len().min(qa_limit)) {
+                let gold = answers.get(&q.id).map(String::as_str).unwrap_or("");
+                let mode = QaMode::Distilled(&options, Default::default());
+                let now = last_session + 86_400_000.0;
+                records.push(block_on(loci::eval::qa::answer_question(memory, q, gold, mode, &llm, None, now)));
+                eprintln!("qa {}/{qa_limit}: F1 {:.2}", records.len(), records.last().map_or(0.0, |r| r.f1));
+            }
+        }
+        let qa = (!records.is_empty()).then(|| loci::eval::qa::report(&records));
+        if let Some(r) = &qa {
+            println!(
+                "QA through the distilled memory: n={} F1 {:.1}  BLEU-1 {:.1}  context tokens/q {:.0}  errors {}",
+                r.overall.n, r.overall.f1, r.overall.bleu1, r.overall.context_tokens_per_question, r.overall.errors
+            );
+        }
+        report_replay(&llm);
+        let per_conversation: Vec<Value> = columns
+            .iter()
+            .zip(records_of)
+            .map(|((id, q), distilled)| {
+                let rows: Map<String, Value> = q.rows().into_iter().map(|(name, _, v)| (name, v)).collect();
+                json!({"conversation": id, "figures": rows, "counts": q, "distilled": distilled})
+            })
+            .collect();
+        let all_rows: Map<String, Value> = all.rows().into_iter().map(|(name, _, v)| (name, v)).collect();
+        write_json(
+            o.get("json"),
+            &json!({
+                "thresholds": {"duplicate_cosine": dq::DUPLICATE_COSINE, "observation_match": dq::OBSERVATION_MATCH,
+                    "overlap_support": dq::OVERLAP_SUPPORT},
+                "conversations": per_conversation, "all": all_rows, "distillation": distillation,
+                "qa": {"report": qa, "records": records},
             }),
         )
     }

@@ -264,7 +264,7 @@ async fn narrate_job(
         // tokens for a 20-line group and failed at a cap of 350).
         let max_output = output_cap(40, prompt_groups.iter().map(Vec::len).sum());
         let reply: p::NarrateReply =
-            call(Phase::Narrate, &build, p::narrate_schema(), max_output, input, spend).await?;
+            call(Phase::Narrate, &build, p::narrate_schema(prompt_groups.len()), max_output, input, spend).await?;
         let mut progress = false;
         for (k, &g) in missing.iter().enumerate() {
             if let Some(n) = reply.episodes.iter().find(|e| e.group == k + 1 && !e.narrative.trim().is_empty()) {

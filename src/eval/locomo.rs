@@ -184,6 +184,94 @@ fn build_sessions(sample_id: &str, conv: &Map<String, Value>) -> Result<Vec<Eval
         .collect()
 }
 
+/// LoCoMo's own notes on one session, written by the data's authors: what each speaker revealed (`observation`,
+/// each with its evidence turns) and the life events it records (`event_summary`). The distillation-quality report
+/// compares loci's episodes and facts with them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionNotes {
+    /// `session_{N}`, as [`EvalSession::id`].
+    pub session: String,
+    pub observations: Vec<Observation>,
+    /// Event summaries of both speakers.
+    pub events: Vec<String>,
+}
+
+/// One observation: a statement about a speaker and the turns it rests on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub speaker: String,
+    pub statement: String,
+    /// `dia_id`s, normalised as [`EvalQuestion::evidence`] (`D{s}:{u}`).
+    pub evidence: Vec<String>,
+}
+
+/// The notes of every conversation of a LoCoMo file, by `sample_id`, sessions in order (see [`SessionNotes`]).
+pub fn load_notes(path: &Path) -> Result<Vec<(String, Vec<SessionNotes>)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read LoCoMo file {}: {e}", path.display()))?;
+    parse_notes(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses the notes of LoCoMo JSON text (see [`load_notes`]). Keys: `observation.session_{N}_observation` =
+/// `{speaker: [[statement, evidence], …]}` (evidence one id or a list of ids) and `event_summary.events_session_{N}`
+/// = `{speaker: [event, …], date}`.
+pub fn parse_notes(json: &str) -> Result<Vec<(String, Vec<SessionNotes>)>, String> {
+    #[derive(Deserialize)]
+    struct RawNotes {
+        sample_id: String,
+        #[serde(default)]
+        observation: Map<String, Value>,
+        #[serde(default)]
+        event_summary: Map<String, Value>,
+    }
+    let samples: Vec<RawNotes> = serde_json::from_str(json).map_err(|e| format!("invalid LoCoMo JSON: {e}"))?;
+    let mut out = Vec::with_capacity(samples.len());
+    for sample in samples {
+        let mut by_session: std::collections::BTreeMap<u64, SessionNotes> = std::collections::BTreeMap::new();
+        fn notes_of(by_session: &mut std::collections::BTreeMap<u64, SessionNotes>, n: u64) -> &mut SessionNotes {
+            by_session
+                .entry(n)
+                .or_insert_with(|| SessionNotes { session: format!("session_{n}"), ..Default::default() })
+        }
+        for (key, value) in &sample.observation {
+            let Some(n) = key.strip_prefix("session_").and_then(|k| k.strip_suffix("_observation")) else { continue };
+            let n: u64 = n.parse().map_err(|_| format!("{}: observation key {key}", sample.sample_id))?;
+            let notes = notes_of(&mut by_session, n);
+            for (speaker, items) in value.as_object().into_iter().flatten() {
+                for item in items.as_array().into_iter().flatten() {
+                    let (Some(statement), evidence) = (item.get(0).and_then(Value::as_str), item.get(1)) else {
+                        return Err(format!("{} {key}: an observation without a statement", sample.sample_id));
+                    };
+                    let ids: Vec<&str> = match evidence {
+                        Some(Value::String(e)) => vec![e.as_str()],
+                        Some(Value::Array(es)) => es.iter().filter_map(Value::as_str).collect(),
+                        _ => Vec::new(),
+                    };
+                    let evidence =
+                        dedup_keep_order(ids.iter().flat_map(|e| clean_matches(e)).map(|(s, u)| format!("D{s}:{u}")));
+                    notes.observations.push(Observation {
+                        speaker: speaker.clone(),
+                        statement: statement.to_string(),
+                        evidence,
+                    });
+                }
+            }
+        }
+        for (key, value) in &sample.event_summary {
+            let Some(n) = key.strip_prefix("events_session_") else { continue };
+            let n: u64 = n.parse().map_err(|_| format!("{}: event key {key}", sample.sample_id))?;
+            let notes = notes_of(&mut by_session, n);
+            let speakers = value.as_object().into_iter().flatten().filter(|(k, _)| *k != "date").map(|(_, v)| v);
+            for events in speakers {
+                notes
+                    .events
+                    .extend(events.as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from));
+            }
+        }
+        out.push((sample.sample_id, by_session.into_values().collect()));
+    }
+    Ok(out)
+}
+
 /// The reference's session id for one evidence string, or `None` when the reference drops it (see the module
 /// docs): `int(e.split(':')[1])` must succeed, then `e.replace('D', 'session_').split(':')[0]`.
 fn paper_session(e: &str) -> Option<String> {
@@ -245,6 +333,30 @@ fn strip_zeros(digits: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_read_observations_with_their_evidence_and_both_speakers_events() {
+        let json = r#"[{"sample_id": "c1", "conversation": {}, "qa": [],
+            "observation": {
+                "session_2_observation": {"Ann": [["Ann hikes.", "D2:3"], ["Ann moved.", ["D2:5", "D2:07"]]]},
+                "session_1_observation": {"Bob": [["Bob bakes.", "D1:1; D1:2"]]}},
+            "event_summary": {"events_session_1": {"Ann": ["Ann starts a job."], "Bob": [], "date": "8 May, 2023"},
+                              "events_session_2": {"Ann": [], "Bob": ["Bob adopts a dog.", "Bob sells a car."]}}}]"#;
+        let notes = parse_notes(json).unwrap();
+        assert_eq!(notes.len(), 1);
+        let (id, sessions) = &notes[0];
+        assert_eq!(id, "c1");
+        assert_eq!(sessions.iter().map(|s| s.session.as_str()).collect::<Vec<_>>(), ["session_1", "session_2"]);
+        assert_eq!(sessions[0].observations[0].evidence, ["D1:1", "D1:2"]);
+        assert_eq!(sessions[0].events, ["Ann starts a job."]);
+        let ann: Vec<(&str, &[String])> =
+            sessions[1].observations.iter().map(|o| (o.statement.as_str(), o.evidence.as_slice())).collect();
+        assert_eq!(
+            ann,
+            [("Ann hikes.", &["D2:3".to_string()][..]), ("Ann moved.", &["D2:5".into(), "D2:7".into()][..])]
+        );
+        assert_eq!(sessions[1].events, ["Bob adopts a dog.", "Bob sells a car."]);
+    }
 
     #[test]
     fn paper_rule_matches_the_reference_on_each_quirk() {

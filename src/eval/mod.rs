@@ -14,6 +14,7 @@
 //! Embedding and retrieval are not here: a retriever ranks the [`EvalSession`]s of a corpus for each
 //! [`EvalQuestion`] and hands `(category, ranking, gold)` to [`report::aggregate`].
 
+pub mod distill_quality;
 pub mod locomo;
 pub mod longmemeval;
 pub mod metrics;

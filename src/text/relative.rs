@@ -4,25 +4,99 @@
 //! next to it, in parentheses, unless one is there already: the words stay as they were said.
 
 use crate::types::calendar::{
-    civil_from_days, day_of_ms, format_day, format_month, weekday_from_monday, EARLIEST_MS, LATEST_MS,
+    civil_from_days, day_of_ms, days_from_civil, format_day, format_month, weekday_from_monday, EARLIEST_MS, LATEST_MS,
 };
 use crate::types::TimeMs;
 
 /// A day, as a number of days since 1970-01-01.
-type Day = i64;
+pub type Day = i64;
+
+/// The stretch of calendar a relative expression names, counted from the day it was said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    /// `yesterday`, `today`, `3 days ago`.
+    Day(Day),
+    /// `last weekend`: its Saturday and Sunday.
+    Weekend(Day),
+    /// `last week`, `two weeks ago`: the week starting on this Monday.
+    Week(Day),
+    /// `last month`: year and month (1–12).
+    Month(i32, u32),
+    /// `last year`.
+    Year(i32),
+}
+
+impl Period {
+    /// The first and last day of the period.
+    pub fn days(self) -> (Day, Day) {
+        match self {
+            Period::Day(d) => (d, d),
+            Period::Weekend(saturday) => (saturday, saturday + 1),
+            Period::Week(monday) => (monday, monday + 6),
+            Period::Month(y, m) => {
+                let first = days_from_civil(y, m, 1);
+                let next = if m == 12 { days_from_civil(y + 1, 1, 1) } else { days_from_civil(y, m + 1, 1) };
+                (first, next - 1)
+            }
+            Period::Year(y) => (days_from_civil(y, 1, 1), days_from_civil(y + 1, 1, 1) - 1),
+        }
+    }
+
+    /// How the period is written next to its expression: "7 May 2023", "the week of 1 May 2023", "April 2023".
+    pub fn note(self) -> String {
+        match self {
+            Period::Day(d) => format_day(d),
+            Period::Weekend(saturday) => format!("{} to {}", format_day(saturday), format_day(saturday + 1)),
+            Period::Week(monday) => format!("the week of {}", format_day(monday)),
+            Period::Month(y, m) => format_month(y, m),
+            Period::Year(y) => y.to_string(),
+        }
+    }
+}
+
+/// One relative expression found in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelativeDate {
+    /// Byte span of the expression's words in the text.
+    pub start: usize,
+    pub end: usize,
+    pub period: Period,
+    /// A date in parentheses follows it already ("yesterday (7 May 2023)").
+    pub dated: bool,
+}
 
 /// `text` with the date of each relative expression (`yesterday`, `last week`, `3 days ago`, …) added after it,
 /// counted from `said` (epoch ms, UTC).
 pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
-    if !(EARLIEST_MS..=LATEST_MS).contains(&said) {
+    let found = relative_dates(text, said);
+    if found.iter().all(|r| r.dated) {
         return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut copied = 0;
+    for r in found.iter().filter(|r| !r.dated) {
+        out.push_str(&text[copied..r.end]);
+        out.push_str(&format!(" ({})", r.period.note()));
+        copied = r.end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Every relative expression loci recognises in `text`, in order, with the period it names counted from `said`
+/// (epoch ms, UTC). Empty when `said` is outside the calendar. A word that is part of a longer one ("today's") is
+/// not an expression.
+pub fn relative_dates(text: &str, said: TimeMs) -> Vec<RelativeDate> {
+    let mut found = Vec::new();
+    if !(EARLIEST_MS..=LATEST_MS).contains(&said) {
+        return found;
     }
     let day = day_of_ms(said);
     // Most turns hold no expression at all: one look for the words every expression needs, before cutting the text
     // into words (recall renders every turn of the sessions it returns through here).
     let lower = text.to_lowercase();
     if !CUES.iter().any(|cue| lower.contains(cue)) {
-        return text.to_string();
+        return found;
     }
     // Words with their byte spans, lower-cased.
     let words: Vec<(usize, usize, String)> = text
@@ -33,28 +107,22 @@ pub fn anchor_relative_dates(text: &str, said: TimeMs) -> String {
             (start, end, text[start..end].to_lowercase())
         })
         .collect();
-    let mut out = String::with_capacity(text.len() + 32);
-    let mut copied = 0;
     let mut i = 0;
     while i < words.len() {
         let word = |k: usize| words.get(i + k).map(|w| w.2.as_str()).unwrap_or("");
         let w = [word(0), word(1), word(2)];
-        let Some((len, note)) = may_start_an_expression(w).then(|| resolve(day, w)).flatten() else {
+        let Some((len, period)) = may_start_an_expression(w).then(|| resolve(day, w)).flatten() else {
             i += 1;
             continue;
         };
         let end = words[i + len - 1].1;
-        // Already dated by the model, or part of a longer word ("today's").
         let after = &text[end..];
-        if !after.trim_start().starts_with('(') && !after.starts_with(['\'', '’']) {
-            out.push_str(&text[copied..end]);
-            out.push_str(&format!(" ({note})"));
-            copied = end;
+        if !after.starts_with(['\'', '’']) {
+            found.push(RelativeDate { start: words[i].0, end, period, dated: after.trim_start().starts_with('(') });
         }
         i += len;
     }
-    out.push_str(&text[copied..]);
-    out
+    found
 }
 
 /// A word that every expression [`resolve`] knows holds (lower case): a text without any has nothing to date.
@@ -64,11 +132,6 @@ const CUES: [&str; 10] =
 /// Whether `w` has the shape of one of [`resolve`]'s expressions, which alone does calendar arithmetic.
 fn may_start_an_expression(w: [&str; 3]) -> bool {
     matches!(w[0], "yesterday" | "today" | "tonight" | "this" | "tomorrow" | "last" | "next") || w[2] == "ago"
-}
-
-/// "7 May 2023": how people (and LoCoMo's answers) write a date, so that a model quoting it answers in kind.
-fn ymd(d: Day) -> String {
-    format_day(d)
 }
 
 fn number(w: &str) -> Option<i64> {
@@ -82,36 +145,35 @@ fn shift(day: Day, days: i64) -> Option<Day> {
     (day_of_ms(EARLIEST_MS)..=day_of_ms(LATEST_MS)).contains(&moved).then_some(moved)
 }
 
-/// The expression starting at `w[0]`: how many words it takes and the date to note.
-fn resolve(day: Day, w: [&str; 3]) -> Option<(usize, String)> {
+/// The expression starting at `w[0]`: how many words it takes and the period it names.
+fn resolve(day: Day, w: [&str; 3]) -> Option<(usize, Period)> {
     let monday = shift(day, -(weekday_from_monday(day) as i64))?;
     let (year, month, _) = civil_from_days(day);
     let shifted_month = |by: i32| {
         let m = year * 12 + month as i32 - 1 + by;
         let y = m.div_euclid(12);
-        (1..=9999).contains(&y).then(|| format_month(y, m.rem_euclid(12) as u32 + 1))
+        (1..=9999).contains(&y).then(|| Period::Month(y, m.rem_euclid(12) as u32 + 1))
     };
+    let year_of = |y: i32| (1..=9999).contains(&y).then_some(Period::Year(y));
     Some(match w {
-        ["yesterday", ..] => (1, ymd(shift(day, -1)?)),
+        ["yesterday", ..] => (1, Period::Day(shift(day, -1)?)),
         ["today" | "tonight", ..] | ["this", "morning" | "afternoon" | "evening", _] => {
-            (if w[0] == "this" { 2 } else { 1 }, ymd(day))
+            (if w[0] == "this" { 2 } else { 1 }, Period::Day(day))
         }
-        ["tomorrow", ..] => (1, ymd(shift(day, 1)?)),
-        ["last", "week", _] => (2, format!("the week of {}", ymd(shift(monday, -7)?))),
-        ["next", "week", _] => (2, format!("the week of {}", ymd(shift(monday, 7)?))),
-        ["last", "weekend", _] => {
-            // The Saturday and Sunday before this week's Monday (said on a weekend: the one before it).
-            let sunday = shift(monday, -1)?;
-            (2, format!("{} to {}", ymd(shift(sunday, -1)?), ymd(sunday)))
-        }
+        ["tomorrow", ..] => (1, Period::Day(shift(day, 1)?)),
+        ["last", "week", _] => (2, Period::Week(shift(monday, -7)?)),
+        ["next", "week", _] => (2, Period::Week(shift(monday, 7)?)),
+        // The Saturday and Sunday before this week's Monday (said on a weekend: the one before it); both days must
+        // lie in the calendar.
+        ["last", "weekend", _] => (2, Period::Weekend(shift(shift(monday, -1)?, -1)?)),
         ["last", "month", _] => (2, shifted_month(-1)?),
         ["next", "month", _] => (2, shifted_month(1)?),
-        ["last", "year", _] => (2, (year - 1).to_string()),
-        ["next", "year", _] => (2, (year + 1).to_string()),
-        [n, "day" | "days", "ago"] => (3, ymd(shift(day, -number(n)?)?)),
-        [n, "week" | "weeks", "ago"] => (3, format!("the week of {}", ymd(shift(monday, -7 * number(n)?)?))),
+        ["last", "year", _] => (2, year_of(year - 1)?),
+        ["next", "year", _] => (2, year_of(year + 1)?),
+        [n, "day" | "days", "ago"] => (3, Period::Day(shift(day, -number(n)?)?)),
+        [n, "week" | "weeks", "ago"] => (3, Period::Week(shift(monday, -7 * number(n)?)?)),
         [n, "month" | "months", "ago"] => (3, shifted_month(-(number(n)? as i32))?),
-        [n, "year" | "years", "ago"] => (3, (year - number(n)? as i32).to_string()),
+        [n, "year" | "years", "ago"] => (3, year_of(year - number(n)? as i32)?),
         _ => return None,
     })
 }
@@ -155,6 +217,43 @@ mod tests {
             let out = anchor_relative_dates(text, said);
             assert!(out.starts_with("yesterday"), "{out}");
         }
+    }
+
+    #[test]
+    fn expressions_name_the_days_of_their_period() {
+        let days = |text: &str| -> Vec<(String, String)> {
+            relative_dates(text, SAID)
+                .iter()
+                .map(|r| {
+                    let (first, last) = r.period.days();
+                    (text[r.start..r.end].to_string(), format!("{} – {}", format_day(first), format_day(last)))
+                })
+                .collect()
+        };
+        assert_eq!(
+            days("Yesterday, last weekend and last week; last month, last year"),
+            [
+                ("Yesterday", "7 May 2023 – 7 May 2023"),
+                ("last weekend", "6 May 2023 – 7 May 2023"),
+                ("last week", "1 May 2023 – 7 May 2023"),
+                ("last month", "1 April 2023 – 30 April 2023"),
+                ("last year", "1 January 2022 – 31 December 2022"),
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        // February of a leap year, and December's month ending the year.
+        let feb = relative_dates("last month", 1_709_251_200_000.0); // 2024-03-01
+        assert_eq!(feb[0].period.days(), (days_from_civil(2024, 2, 1), days_from_civil(2024, 2, 29)));
+        let dec = relative_dates("last month", 1_673_740_800_000.0); // 2023-01-15
+        assert_eq!(dec[0].period.days(), (days_from_civil(2022, 12, 1), days_from_civil(2022, 12, 31)));
+    }
+
+    #[test]
+    fn a_dated_expression_is_found_and_marked_dated() {
+        let found = relative_dates("yesterday (7 May 2023) and today's plan, then tomorrow", SAID);
+        let seen: Vec<(bool, Period)> = found.iter().map(|r| (r.dated, r.period)).collect();
+        let day = day_of_ms(SAID);
+        assert_eq!(seen, [(true, Period::Day(day - 1)), (false, Period::Day(day + 1))]);
     }
 
     #[test]

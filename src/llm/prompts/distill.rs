@@ -341,14 +341,22 @@ pub fn segment_schema() -> JsonSchema {
     object("segment", "groups", json!({"type": "array", "items": {"type": "integer", "minimum": 0}}))
 }
 
-pub fn narrate_schema() -> JsonSchema {
-    object(
-        "narrate",
-        "episodes",
+/// One narrative per group, in order: each item's `group` is fixed by `prefixItems`, so that a model cannot spend its
+/// output cap repeating one group (qwen2.5-coder-0.5b wrote only group 1, again and again, in 16 of 19 narrate calls on
+/// LoCoMo conv-26's sessions 1–3, 13 of them up to the cap; docs/BENCHMARKS.md, "Distillation quality"). A server
+/// that rejects the schema gets the plain JSON mode instead (`llm::openai`).
+pub fn narrate_schema(groups: usize) -> JsonSchema {
+    let episode = |group: usize| {
         json!({"type": "object", "additionalProperties": false, "required": ["group", "title", "narrative", "date"],
-            "properties": {"group": {"type": "integer", "minimum": 1}, "title": {"type": "string", "maxLength": 200},
-                "narrative": {"type": "string", "maxLength": 4000}, "date": {"type": "string", "maxLength": 40}}}),
-    )
+            "properties": {"group": {"const": group}, "title": {"type": "string", "maxLength": 200},
+                "narrative": {"type": "string", "maxLength": 4000}, "date": {"type": "string", "maxLength": 40}}})
+    };
+    JsonSchema {
+        name: "narrate",
+        schema: json!({"type": "object", "additionalProperties": false, "required": ["episodes"],
+            "properties": {"episodes": {"type": "array", "minItems": groups, "maxItems": groups,
+                "prefixItems": (1..=groups).map(episode).collect::<Vec<_>>()}}}),
+    }
 }
 
 pub fn merge_schema() -> JsonSchema {
@@ -482,7 +490,7 @@ mod tests {
         assert!(r.facts[0].evidence.is_empty());
         for s in [
             segment_schema(),
-            narrate_schema(),
+            narrate_schema(2),
             merge_schema(),
             predict_schema(),
             distill_schema(),
@@ -490,5 +498,10 @@ mod tests {
         ] {
             assert_eq!(s.schema["type"], "object", "{}", s.name);
         }
+        let episodes = &narrate_schema(3).schema["properties"]["episodes"];
+        assert_eq!((&episodes["minItems"], &episodes["maxItems"]), (&json!(3), &json!(3)));
+        let groups: Vec<&serde_json::Value> =
+            episodes["prefixItems"].as_array().unwrap().iter().map(|e| &e["properties"]["group"]["const"]).collect();
+        assert_eq!(groups, [&json!(1), &json!(2), &json!(3)]);
     }
 }
