@@ -42,6 +42,19 @@ async fn the_tokenizer_gives_huggingface_ids_in_the_browser() {
     }
 }
 
+/// In the browser, sentence boundaries are the platform's `Intl.Segmenter` (src/recall/excerpt.rs): the same
+/// sentences as unicode-segmentation's natively (`sentences_follow_uax29`), ideographic full stops included, which
+/// the fallback for older browsers does not split at.
+#[wasm_bindgen_test]
+fn sentences_are_unicodes_in_the_browser() {
+    let text = "He paid 3.5 dollars. Then \"Really?!\" she asked. 今日は晴れ。明日は雨。 Last one";
+    let got: Vec<&str> = loci::recall::excerpt::sentences(text).into_iter().map(|r| &text[r]).collect();
+    assert_eq!(
+        got,
+        ["He paid 3.5 dollars. ", "Then \"Really?!\" ", "she asked. ", "今日は晴れ。", "明日は雨。 ", "Last one"]
+    );
+}
+
 #[wasm_bindgen_test]
 async fn indexeddb_round_trip() {
     delete("t-idb").await;

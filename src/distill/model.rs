@@ -128,7 +128,7 @@ impl DistillState {
             }
         }
         // Cut links to deleted facts.
-        let mut touched: BTreeMap<u64, Fact> = kept.into_iter().map(|f| (f.id, f)).collect();
+        let mut touched: BTreeMap<u64, Fact> = crate::sort::map_from(kept.into_iter().map(|f| (f.id, f)));
         for f in self.facts.values() {
             if deleted.contains(&f.id) {
                 continue;

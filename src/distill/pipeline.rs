@@ -197,7 +197,7 @@ async fn segment_job(session: &str, last: bool, input: &JobInput<'_>, spend: &mu
     let reply: p::SegmentReply =
         call(Phase::Segment, &build, p::segment_schema(), segment_cap(take), input, spend).await?;
     let plan = segment::plan(&reply.groups, window.len(), final_window).map_err(bad)?;
-    let consumed: BTreeSet<u64> = plan.groups.iter().flatten().map(|&i| window[i]).collect();
+    let consumed: BTreeSet<u64> = crate::sort::set_from(plan.groups.iter().flatten().map(|&i| window[i]));
     meta.pending.retain(|id| !consumed.contains(id));
     let groups: Vec<Vec<u64>> = plan.groups.iter().map(|g| g.iter().map(|&i| window[i]).collect()).collect();
     let mut jobs = vec![new_job(&mut meta.next_job, JobKind::Narrate { groups }, input.now)];
@@ -608,15 +608,15 @@ async fn distill_job(
         if action != "MERGE" && action != "CONFLICT" {
             continue;
         }
-        let targets: Vec<u64> = d
-            .targets
-            .iter()
-            .filter_map(|t| t.trim().trim_matches(['[', ']']).trim_start_matches(['F', 'f']).parse().ok())
-            .filter(|id| offered[i].contains(id) && !old.contains_key(id))
-            .filter(|id| earlier.iter().all(|e| e.id != *id || e.status == FactStatus::Active))
-            .collect::<BTreeSet<u64>>()
-            .into_iter()
-            .collect();
+        let targets: Vec<u64> = crate::sort::set_from(
+            d.targets
+                .iter()
+                .filter_map(|t| t.trim().trim_matches(['[', ']']).trim_start_matches(['F', 'f']).parse().ok())
+                .filter(|id| offered[i].contains(id) && !old.contains_key(id))
+                .filter(|id| earlier.iter().all(|e| e.id != *id || e.status == FactStatus::Active)),
+        )
+        .into_iter()
+        .collect();
         if targets.is_empty() {
             continue; // nothing valid to supersede: the fact stays NEW
         }

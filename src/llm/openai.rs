@@ -699,14 +699,28 @@ fn mentions_response_format(body: &str) -> bool {
 /// `Retry-After` as milliseconds: delta-seconds (fractions accepted) or an HTTP date.
 pub fn parse_retry_after(value: &str, _now_ms: f64) -> Option<u64> {
     let v = value.trim();
-    if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then_some((secs * 1000.0) as u64);
+    if let Some(ms) = delta_seconds_ms(v) {
+        return Some(ms);
     }
     // IMF-fixdate, RFC 850 or asctime, the three forms HTTP allows.
     let date = httpdate::parse_http_date(v).ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
     // The transport's clock is monotonic, not wall time: compare the date with the wall clock.
     let now = wall_clock_ms()?;
     Some((date.as_millis() as f64 - now).max(0.0) as u64)
+}
+
+/// Delta-seconds as milliseconds: digits, optionally a fraction (`1.5`: some servers send one). Read by hand, not
+/// with `str::parse::<f64>`, whose tables are ~15 KB of the wasm for this one header (issue 41).
+fn delta_seconds_ms(v: &str) -> Option<u64> {
+    let (whole, fraction) = v.split_once('.').unwrap_or((v, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || (v.contains('.') && fraction.is_empty()) {
+        return None;
+    }
+    // Digits too many for a u64 saturate: any such wait is "very long".
+    let secs: u64 = whole.parse().unwrap_or(u64::MAX / 1000);
+    let ms: u64 = fraction.bytes().chain(std::iter::repeat(b'0')).take(3).fold(0, |n, b| n * 10 + u64::from(b - b'0'));
+    Some(secs.saturating_mul(1000).saturating_add(ms))
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -962,6 +976,12 @@ mod tests {
     fn retry_after_parses_seconds_and_dates() {
         assert_eq!(parse_retry_after("1", 0.0), Some(1000));
         assert_eq!(parse_retry_after("0.5", 0.0), Some(500));
+        assert_eq!(parse_retry_after(" 2.25 ", 0.0), Some(2250));
+        assert_eq!(parse_retry_after("0.0019", 0.0), Some(1), "beyond milliseconds is cut off");
+        assert_eq!(parse_retry_after("120", 0.0), Some(120_000));
+        for bad in ["-1", "1.", ".5", "1.2.3", "1e3", "", "+3", "inf", "NaN"] {
+            assert_eq!(parse_retry_after(bad, 0.0), None, "{bad:?}");
+        }
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), Some(0), "a past date means now");
         assert_eq!(parse_retry_after("soon", 0.0), None);
     }

@@ -11,7 +11,6 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use unicode_segmentation::UnicodeSegmentation;
 
 use crate::index::bm25;
 use crate::llm::fit::cap_text;
@@ -151,7 +150,8 @@ pub fn question_terms(question: &str) -> FxHashSet<String> {
 /// Sentences (Unicode's sentence boundaries, UAX #29), each longer than [`MAX_PASSAGE_CHARS`] split at spaces.
 fn passages(text: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
-    for (start, sentence) in text.split_sentence_bound_indices() {
+    for Range { start, end } in sentences(text) {
+        let sentence = &text[start..end];
         if sentence.len() <= MAX_PASSAGE_CHARS {
             out.push(start..start + sentence.len());
             continue;
@@ -169,6 +169,74 @@ fn passages(text: &str) -> Vec<Range<usize>> {
         if from < start + sentence.len() {
             out.push(from..start + sentence.len());
         }
+    }
+    out
+}
+
+/// Byte ranges of the text's sentences (UAX #29), in order, covering it: natively by the unicode-segmentation crate.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn sentences(text: &str) -> Vec<Range<usize>> {
+    use unicode_segmentation::UnicodeSegmentation;
+    text.split_sentence_bound_indices().map(|(start, s)| start..start + s.len()).collect()
+}
+
+/// Byte ranges of the text's sentences (UAX #29), in order, covering it. In the browser: the platform's own
+/// `Intl.Segmenter` (ICU), as NFD is the platform's `normalize` (text/wordpiece.rs): unicode-segmentation's tables
+/// are ~32 KB of the wasm (issue 41) for a step only long quoted texts take. A browser without `Intl.Segmenter`
+/// (Firefox before 125) gets [`sentences_by_punctuation`].
+#[cfg(target_arch = "wasm32")]
+pub fn sentences(text: &str) -> Vec<Range<usize>> {
+    use wasm_bindgen::{JsCast, JsValue};
+    let segmenter = || -> Option<Vec<Range<usize>>> {
+        let get = |o: &JsValue, k: &str| js_sys::Reflect::get(o, &JsValue::from_str(k)).ok();
+        let ctor: js_sys::Function =
+            get(&js_sys::global(), "Intl").and_then(|i| get(&i, "Segmenter"))?.dyn_into().ok()?;
+        let options = js_sys::Object::new();
+        js_sys::Reflect::set(&options, &"granularity".into(), &"sentence".into()).ok()?;
+        let segmenter = js_sys::Reflect::construct(&ctor, &js_sys::Array::of2(&JsValue::UNDEFINED, &options)).ok()?;
+        let segment: js_sys::Function = get(&segmenter, "segment")?.dyn_into().ok()?;
+        let segments = segment.call1(&segmenter, &JsValue::from_str(text)).ok()?;
+        let mut out = Vec::new();
+        let mut at = 0;
+        for item in js_sys::try_iter(&segments).ok()?? {
+            let len = get(&item.ok()?, "segment")?.as_string()?.len();
+            out.push(at..at + len);
+            at += len;
+        }
+        // The segments cover the text; anything else is not trusted.
+        (at == text.len()).then_some(out)
+    };
+    segmenter().unwrap_or_else(|| sentences_by_punctuation(text))
+}
+
+/// Sentences ended by `.`, `!` or `?` (closing quotes and brackets with them) and the spaces after: UAX #29's
+/// common case, for a browser without `Intl.Segmenter`.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+fn sentences_by_punctuation(text: &str) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    // The terminator of the sentence being ended, if one was seen.
+    let (mut start, mut ended, mut spaced) = (0, None, false);
+    for (i, c) in text.char_indices() {
+        if let Some(terminator) = ended {
+            if c.is_whitespace() {
+                spaced = true;
+                continue;
+            }
+            if !spaced && matches!(c, '"' | '\'' | ')' | ']' | '”' | '’' | '.' | '!' | '?') {
+                continue;
+            }
+            // "3.5" or "e.g" is no end: only a terminator followed by a space is, and a full stop not before a
+            // lowercase word ("i.e. the").
+            if spaced && !(terminator == '.' && c.is_lowercase()) {
+                out.push(start..i);
+                start = i;
+            }
+            spaced = false;
+        }
+        ended = matches!(c, '.' | '!' | '?').then_some(c);
+    }
+    if start < text.len() {
+        out.push(start..text.len());
     }
     out
 }
@@ -214,12 +282,39 @@ mod tests {
             last_len = len;
             let bigger = e.cut(cap + 37);
             for p in parts(&cut) {
-                for sentence in p.split_sentence_bounds().map(str::trim).filter(|s| !s.is_empty()) {
+                for sentence in unicode_segmentation::UnicodeSegmentation::split_sentence_bounds(p.as_str())
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                {
                     assert!(bigger.contains(sentence), "cap {cap}: {sentence:?} lost at {}", cap + 37);
                 }
             }
         }
         assert_eq!(e.cut(usize::MAX), text);
+    }
+
+    /// Unicode's sentence boundaries; `tests/browser.rs` asks the same of the browser's `Intl.Segmenter`.
+    #[test]
+    fn sentences_follow_uax29() {
+        let text = "He paid 3.5 dollars. Then \"Really?!\" she asked. 今日は晴れ。明日は雨。 Last one";
+        let got: Vec<&str> = sentences(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(
+            got,
+            ["He paid 3.5 dollars. ", "Then \"Really?!\" ", "she asked. ", "今日は晴れ。", "明日は雨。 ", "Last one"]
+        );
+    }
+
+    /// The fallback for browsers without `Intl.Segmenter` agrees with UAX #29 on plain prose.
+    #[test]
+    fn sentences_by_punctuation_agree_with_uax29_on_prose() {
+        for text in [
+            report(),
+            "He paid 3.5 dollars. Then \"Really?!\" She asked.  Fine... ok (see below.) Last one".to_string(),
+            "No terminator at all".to_string(),
+            "Ends with one. ".to_string(),
+        ] {
+            assert_eq!(sentences_by_punctuation(&text), sentences(&text), "{text:?}");
+        }
     }
 
     #[test]

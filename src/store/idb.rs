@@ -722,7 +722,7 @@ impl IdbStore {
             let chunk = match &record {
                 None => BTreeMap::new(),
                 Some(r) => match sealer.open(TURN_CHUNKS, &key, r).await.and_then(|b| turn_chunk::decode(&b)) {
-                    Ok(turns) => turns.into_iter().map(|t| (t.id, t)).collect(),
+                    Ok(turns) => crate::sort::map_from(turns.into_iter().map(|t| (t.id, t))),
                     Err(_) => {
                         ops.push(aside(TURN_CHUNKS, &key, r));
                         BTreeMap::new()
@@ -944,7 +944,7 @@ fn unit_from_js(v: JsValue) -> Result<(Unit, Option<Rows>)> {
 fn turns_from_js(record: Option<JsValue>) -> Result<BTreeMap<u64, Turn>> {
     let Some(json) = record.filter(|r| !r.is_undefined()) else { return Ok(BTreeMap::new()) };
     let turns = parse_turns(&json)?;
-    Ok(turns.into_iter().map(|t| (t.id, t)).collect())
+    Ok(crate::sort::map_from(turns.into_iter().map(|t| (t.id, t))))
 }
 
 /// A turn chunk record's bytes: the stored chunk (binary, or schema 4's UTF-8 JSON), or (as earlier builds wrote

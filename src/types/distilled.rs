@@ -216,9 +216,9 @@ impl DistillState {
     pub fn from_records(r: DistillRecords) -> Self {
         DistillState {
             meta: r.meta.unwrap_or_default(),
-            episodes: r.episodes.into_iter().map(|e| (e.id, e)).collect(),
-            facts: r.facts.into_iter().map(|f| (f.id, f)).collect(),
-            jobs: r.jobs.into_iter().map(|j| (j.id, j)).collect(),
+            episodes: crate::sort::map_from(r.episodes.into_iter().map(|e| (e.id, e))),
+            facts: crate::sort::map_from(r.facts.into_iter().map(|f| (f.id, f))),
+            jobs: crate::sort::map_from(r.jobs.into_iter().map(|j| (j.id, j))),
         }
     }
 
