@@ -36,6 +36,8 @@ use crate::types::{format_time, validate_message, InputLimits, MessageInput, Ses
 /// Below this many units left to index at open, the build is too short (~5 ms) to be worth keeping its result:
 /// [`Memory::save_lexical`] writes only after building at least this many, and at least a tenth of all.
 const LEXICAL_SAVE_MIN: usize = 1_000;
+/// At most this many bytes of prompt lines are kept between recalls ([`PromptLines`]); past it they start again.
+const PROMPT_LINES_BYTES: usize = 2 << 20;
 
 /// Windows of a unit's text `addMessages` embeds before it resolves; a longer text (over ~900 tokens, ~3,500
 /// characters: a pasted document) gets this many spread over it at once, stored and recallable, and the rest in the
@@ -210,6 +212,25 @@ pub struct Memory<S: Store, R: Runtime> {
     /// The background embedding of the first unit of `meta.embed_pending` under way (see
     /// [`Memory::embed_pending_step`]).
     backfill: Option<Backfill>,
+    /// The prompt lines of the turns recalled contexts showed lately, kept between recalls.
+    prompt_lines: std::cell::RefCell<PromptLines>,
+}
+
+/// Each shown turn's text as a prompt gets it ([`crate::text::prompt_text`] on one line), by turn id. Screening and
+/// dating the turns of the recalled sessions took ~4% of a recall at 100,000 units (bench/profile-recall.mjs), for
+/// the same turns at every recall; a turn's line never changes while its id stands. Emptied wherever turns leave
+/// (a forget reloads; `forget_all` starts the ids again), and once it holds [`PROMPT_LINES_BYTES`].
+#[derive(Default)]
+struct PromptLines {
+    // A BTreeMap<u64, String> as `Turns` keeps captions in: the same code in the wasm, not a map type of its own.
+    by_turn: std::collections::BTreeMap<u64, String>,
+    bytes: usize,
+}
+
+impl PromptLines {
+    fn clear(&mut self) {
+        *self = PromptLines::default();
+    }
 }
 
 /// A unit's windows and the vectors of those embedded so far.
@@ -297,6 +318,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             distill_epoch: 0,
             quarantined: snapshot.quarantined,
             backfill: None,
+            prompt_lines: Default::default(),
         };
         memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
@@ -955,14 +977,33 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for tid in &self.session_turns[n as usize] {
             if let Some(t) = self.turns.get(tid) {
                 out.push('\n');
-                let text = crate::text::prompt_text(&t.text, t.time, self.config.screen_memory);
-                out.push_str(&format!("{}: {}", crate::text::single_line(t.speaker), crate::text::single_line(&text)));
+                out.push_str(&crate::text::single_line(t.speaker));
+                out.push_str(": ");
+                self.push_prompt_line(&mut out, &t);
                 if let Some(c) = t.caption {
                     out.push_str(&format!(" [shared an image: {}]", crate::text::single_line(c)));
                 }
             }
         }
         out
+    }
+
+    /// Appends the turn's prompt line (its text screened, dated and on one line), from [`PromptLines`] when it is
+    /// there.
+    fn push_prompt_line(&self, out: &mut String, t: &crate::types::TurnRef) {
+        let mut lines = self.prompt_lines.borrow_mut();
+        if let Some(line) = lines.by_turn.get(&t.id) {
+            out.push_str(line);
+            return;
+        }
+        let text = crate::text::prompt_text(&t.text, t.time, self.config.screen_memory);
+        let line = crate::text::single_line(&text).into_owned();
+        out.push_str(&line);
+        if lines.bytes + line.len() > PROMPT_LINES_BYTES {
+            lines.clear();
+        }
+        lines.bytes += line.len();
+        lines.by_turn.insert(t.id, line);
     }
 
     /// The turns of a session, in order.
@@ -1000,6 +1041,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     pub async fn forget_all(&mut self) -> Result<()> {
         self.store.clear().await?;
         self.meta.next_turn = 1;
+        self.prompt_lines.get_mut().clear();
         self.meta.next_unit = 1;
         self.meta.embed_pending.clear();
         self.backfill = None;

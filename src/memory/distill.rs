@@ -686,6 +686,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.session_index.clear();
         self.session_turns.clear();
         self.turns.clear();
+        self.prompt_lines.get_mut().clear();
         self.units.clear();
         self.vectors = crate::index::VectorIndex::with_precision(crate::embed::DIM, self.config.vectors);
         self.lexical.clear();
