@@ -87,7 +87,7 @@ async function startRealModelSmoke() {
 async function nativeTestsBesideThePackageBuild() {
   console.log("\n=== native tests (and the package build beside them)");
   const started = Date.now();
-  const binaries = testBinaries(["--workspace"]); // the engine crate (engine/) too
+  const binaries = testBinaries(["--workspace", "--features", "loci/sync"]); // the engine crate (engine/) too
   if (!binaries) {
     console.log(`=== native tests: FAILED to build (${seconds(started)} s)`);
     process.exit(1);

@@ -9,6 +9,8 @@ use serde::Serialize;
 mod answer;
 mod distill;
 mod shared;
+#[cfg(feature = "sync")]
+mod sync;
 mod transfer;
 mod units;
 
@@ -22,6 +24,8 @@ pub use distill::{
     JobTicket, ParkedJob, Scored,
 };
 pub use shared::{JobStep, Shared};
+#[cfg(feature = "sync")]
+pub use sync::{SyncApplied, SyncOutgoing};
 pub use transfer::{Export, ExportSession, ExportTurn, ImportReport, EXPORT_FORMAT, EXPORT_VERSION};
 
 use crate::embed::{Device, EmbedConfig, Embedder, Runtime, DIM, MODEL_ID};
@@ -214,6 +218,9 @@ pub struct Memory<S: Store, R: Runtime> {
     backfill: Option<Backfill>,
     /// The prompt lines of the turns recalled contexts showed lately, kept between recalls.
     prompt_lines: std::cell::RefCell<PromptLines>,
+    /// The sync log and turn map, once this memory has synced (see `memory/sync.rs`).
+    #[cfg(feature = "sync")]
+    sync: Option<sync::SyncRecord>,
 }
 
 /// Each shown turn's text as a prompt gets it ([`crate::text::prompt_text`] on one line), by turn id. Screening and
@@ -263,6 +270,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Opens a memory over `store`, refusing a database built with another model, dimension or unit mode.
     pub async fn open(store: S, embedder: Embedder<R>, config: MemoryConfig) -> Result<Self> {
         let snapshot = store.load().await?;
+        #[cfg(feature = "sync")]
+        let sync_record = match store.load_sync().await? {
+            Some(bytes) => Some(sync::decode(&bytes)?),
+            None => None,
+        };
         let meta = match snapshot.meta {
             Some(m) => {
                 if m.schema != SCHEMA_VERSION {
@@ -319,9 +331,15 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             quarantined: snapshot.quarantined,
             backfill: None,
             prompt_lines: Default::default(),
+            #[cfg(feature = "sync")]
+            sync: sync_record,
         };
         memory.fill(snapshot.sessions, snapshot.turns, snapshot.units, snapshot.block);
         memory.distill = crate::distill::DistillState::from_records(snapshot.distill);
+        #[cfg(feature = "sync")]
+        if memory.resume_sync_clear().await? {
+            return Box::pin(Memory::open(memory.store, memory.embedder, config)).await;
+        }
         // With records set aside, units may miss turns the kept index saw: it is neither used nor kept again.
         if memory.quarantined.is_empty() && memory.lexical_pending.len() >= LEXICAL_SAVE_MIN {
             // A cache: if it cannot be read, the index is built.
@@ -580,6 +598,11 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         match latest {
             Some(s) if first_time - s.last_time <= self.config.session_gap_ms && first_time >= s.first_time => {
                 s.id.clone()
+            }
+            #[cfg(feature = "sync")]
+            // Another device numbers its turns too: its automatic ids would name the same sessions.
+            _ if self.sync.is_some() => {
+                format!("s{}-{}", self.meta.next_turn, self.sync_device().unwrap_or_default().get(..8).unwrap_or(""))
             }
             _ => format!("s{}", self.meta.next_turn),
         }
@@ -1039,7 +1062,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
 
     /// Erases everything this memory holds, in storage and in RAM.
     pub async fn forget_all(&mut self) -> Result<()> {
-        self.store.clear().await?;
+        #[cfg(feature = "sync")]
+        let cleared = self.record_forget_all().await?;
+        #[cfg(not(feature = "sync"))]
+        let cleared = false;
+        if !cleared {
+            self.store.clear().await?;
+        }
         self.meta.next_turn = 1;
         self.prompt_lines.get_mut().clear();
         self.meta.next_unit = 1;

@@ -663,20 +663,26 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let Some(&n) = self.session_index.get(id) else { return Err(Error::NotFound(format!("session {id}"))) };
         let turns: HashSet<u64> = self.session_turns[n as usize].iter().copied().collect();
         let units: Vec<u32> = self.units.iter().filter(|u| u.session == n).map(|u| u.id).collect();
+        #[cfg(feature = "sync")]
+        let sync = self.forget_session_intent(id)?;
         let batch = WriteBatch {
             delete_units: units,
             delete_turns: turns.iter().copied().collect(),
             delete_sessions: vec![id.to_string()],
             distill: self.distill.forget_turns(&turns),
+            #[cfg(feature = "sync")]
+            sync: sync.clone(),
             ..Default::default()
         };
         self.distill_epoch += 1;
         self.store.write(batch).await?;
+        #[cfg(feature = "sync")]
+        self.adopt_sync_record(sync)?;
         self.reload().await
     }
 
     /// Rebuilds the in-RAM state from the store (session numbers are positions, so removing one renumbers).
-    async fn reload(&mut self) -> Result<()> {
+    pub(super) async fn reload(&mut self) -> Result<()> {
         let snapshot = self.store.load().await?;
         self.quarantined = snapshot.quarantined;
         if let Some(meta) = snapshot.meta {

@@ -20,6 +20,8 @@ struct Data {
     units: BTreeMap<u32, StoredUnit>,
     distill: DistillState,
     lexical: Option<Vec<u8>>,
+    #[cfg(feature = "sync")]
+    sync: Option<Vec<u8>>,
 }
 
 /// Shared in-memory storage; `fail_writes` simulates a backend that refuses writes (e.g. quota).
@@ -135,12 +137,28 @@ impl Store for MemStore {
             d.sessions.remove(&id);
         }
         d.distill.apply(&batch.distill);
+        #[cfg(feature = "sync")]
+        if let Some(sync) = batch.sync {
+            d.sync = Some(sync);
+        }
         Ok(())
     }
 
     async fn clear(&self) -> Result<()> {
-        *self.data.borrow_mut() = Data::default();
+        let mut d = self.data.borrow_mut();
+        #[cfg(feature = "sync")]
+        let sync = d.sync.take();
+        *d = Data::default();
+        #[cfg(feature = "sync")]
+        {
+            d.sync = sync;
+        }
         Ok(())
+    }
+
+    #[cfg(feature = "sync")]
+    async fn load_sync(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.data.borrow().sync.clone())
     }
 
     async fn put_lexical(&self, len: usize, write: &WritePieces<'_>) -> Result<()> {

@@ -238,6 +238,10 @@ pub struct WriteBatch {
     pub delete_sessions: Vec<String>,
     /// Distillation's changes, committed with the rest (e.g. new turns and the jobs they trigger).
     pub distill: DistillWrite,
+    /// The memory's sync record (its log, the turn map), replacing the one kept: in the same transaction as the
+    /// turns it maps.
+    #[cfg(feature = "sync")]
+    pub sync: Option<Vec<u8>>,
 }
 
 /// Units `start + 1 ..= end` of a synthetic memory of `units` pair units, `per` to a session (session `bench-N`, a
@@ -310,8 +314,11 @@ pub trait Store {
     async fn load(&self) -> Result<Snapshot>;
     /// Applies the batch atomically: all of it or none of it.
     async fn write(&self, batch: WriteBatch) -> Result<()>;
-    /// Erases everything of this memory.
+    /// Erases everything of this memory (with the feature `sync`, all but its sync record).
     async fn clear(&self) -> Result<()>;
+    /// The sync record the last write with one kept ([`WriteBatch::sync`]).
+    #[cfg(feature = "sync")]
+    async fn load_sync(&self) -> Result<Option<Vec<u8>>>;
     /// Keeps the lexical index as bytes ([`crate::index::Bm25Index::to_bytes`]), for the next open to adopt rather
     /// than rebuild. A cache, not content: a store drops it with any write that deletes turns, units or sessions
     /// (the open that follows builds the index again), and the memory checks it against its units before use.

@@ -1,6 +1,7 @@
 //! Shared set-up for native tests: the real int8 model through the onnxruntime shared library.
 #![allow(dead_code)]
 
+pub mod sync;
 pub mod synthetic;
 
 use loci::embed::{default_dylib_path, default_model_dir, EmbedConfig, Embedder, OnnxRuntime};

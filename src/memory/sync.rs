@@ -1,0 +1,425 @@
+//! Sync wired into the memory (docs/SYNC.md, "Wiring into `Memory`"): the device's log, the map between this
+//! memory's turn ids and the operations that carry them everywhere, and the apply of a merged state. Only with the
+//! cargo feature `sync`.
+//!
+//! Writes are recorded by difference, at sync time: a turn the memory holds that the map does not name is new (a
+//! `turn` operation), a mapped turn no longer held was forgotten (`forgetTurn`). So `addMessages`, `import` and
+//! `forget({ turn })` write nothing more than without sync, and whatever a write acknowledged is in the store,
+//! hence found by the next sync. A forgotten session is the one thing a difference cannot tell apart from its
+//! turns going (the rule "a forget wins over the turns written concurrently" needs the op), so `forget_session`
+//! writes a small intent in its own batch.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{unit_text, Memory};
+use crate::embed::Runtime;
+use crate::error::{Error, Result};
+use crate::store::{Store, StoredUnit, WriteBatch};
+use crate::sync::{self, Cipher, DeviceLog, Held, Merged, Op, OpId, Remote, Segment, TurnOp, VersionVector};
+use crate::types::{Session, Turn, Unit};
+
+/// A forgotten session, waiting for the next sync to become a `forgetSession` operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ForgetIntent {
+    session: String,
+    /// The memory's next turn id when it was forgotten: the turns below it (recorded first) were made before the
+    /// forget, those from it on after (they start the session anew).
+    before: u64,
+}
+
+/// What a memory keeps of its sync, as one record of the store (sealed in an encrypted memory like the rest).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SyncRecord {
+    log: DeviceLog,
+    /// This memory's turn id → the operation that carries it.
+    turns: BTreeMap<u64, OpId>,
+    #[serde(default)]
+    intents: Vec<ForgetIntent>,
+    /// Set while `forget_all` is clearing the store: an open that finds it finishes the clear first, so that the
+    /// turns it forgot are never recorded again as new ones.
+    #[serde(default)]
+    clearing: bool,
+}
+
+/// Where one sync stands between its steps: what to send.
+#[derive(Debug, Clone)]
+pub struct SyncOutgoing {
+    pub device: String,
+    pub segments: Vec<Segment>,
+    /// What this device merged: fetch what comes after.
+    pub merged: VersionVector,
+}
+
+/// What one sync did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncApplied {
+    /// Operations this device sent.
+    pub ops_sent: usize,
+    /// Other devices' segments merged.
+    pub segments_received: usize,
+    /// Turns of other devices stored here.
+    pub turns_added: usize,
+    /// Turns here that another device forgot.
+    pub turns_forgotten: usize,
+    /// Sessions whose turns (from some position on) were put in the merged order and embedded again.
+    pub sessions_rewritten: usize,
+}
+
+pub(super) fn encode(record: &SyncRecord) -> Result<Vec<u8>> {
+    serde_json::to_vec(record).map_err(|e| Error::Storage(format!("encoding the sync record: {e}")))
+}
+
+pub(super) fn decode(bytes: &[u8]) -> Result<SyncRecord> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Storage(format!("the sync record does not decode: {e}")))
+}
+
+impl<S: Store, R: Runtime> Memory<S, R> {
+    /// This memory's sync device id, once it has synced.
+    pub fn sync_device(&self) -> Option<&str> {
+        self.sync.as_ref().map(|s| s.log.device.as_str())
+    }
+
+    /// Operations made here that no server holds yet (turns added since the last sync count only once recorded, at
+    /// the start of a sync).
+    pub fn sync_unsent(&self) -> usize {
+        self.sync.as_ref().map_or(0, |s| s.log.unsent())
+    }
+
+    /// Called by open: finishes a `forget_all` that a crash cut between its log write and the clear.
+    /// Returns whether it cleared (the memory must then be opened again).
+    pub(super) async fn resume_sync_clear(&mut self) -> Result<bool> {
+        if self.sync.as_ref().is_some_and(|s| s.clearing) {
+            self.clear_synced().await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// `forget_all` of a memory that syncs: the `forgetAll` goes into the log (with nothing mapped any more) before
+    /// the store is cleared; the clear keeps the sync record.
+    pub(super) async fn record_forget_all(&mut self) -> Result<bool> {
+        let Some(state) = self.sync.as_mut() else { return Ok(false) };
+        state.log.record(Op::ForgetAll);
+        state.turns.clear();
+        state.intents.clear();
+        state.clearing = true;
+        let sync = Some(encode(state)?);
+        self.store.write(WriteBatch { sync, ..Default::default() }).await?;
+        self.clear_synced().await?;
+        Ok(true)
+    }
+
+    async fn clear_synced(&mut self) -> Result<()> {
+        self.store.clear().await?;
+        if let Some(state) = self.sync.as_mut() {
+            state.clearing = false;
+            let sync = Some(encode(state)?);
+            self.store.write(WriteBatch { sync, ..Default::default() }).await?;
+        }
+        Ok(())
+    }
+
+    /// The record `forget_session` writes with its batch (when this memory syncs): the intent to send.
+    pub(super) fn forget_session_intent(&self, session: &str) -> Result<Option<Vec<u8>>> {
+        let Some(state) = self.sync.as_ref() else { return Ok(None) };
+        let mut state = state.clone();
+        state.intents.push(ForgetIntent { session: session.to_string(), before: self.meta.next_turn });
+        encode(&state).map(Some)
+    }
+
+    /// After a write that carried [`forget_session_intent`](Self::forget_session_intent)'s record: the same in RAM.
+    pub(super) fn adopt_sync_record(&mut self, bytes: Option<Vec<u8>>) -> Result<()> {
+        if let Some(bytes) = bytes {
+            self.sync = Some(decode(&bytes)?);
+        }
+        Ok(())
+    }
+
+    /// One whole sync against `remote` under the sync key `cipher` (`BAD_KEY` before anything is sent when the
+    /// server's memory is under another key). `new_device` draws this memory's device id at its first sync.
+    /// It holds the memory throughout; the browser runs the steps with the memory free meanwhile:
+    /// [`sync_outgoing`](Self::sync_outgoing), [`sync::send_segments`], [`sync_sent`](Self::sync_sent),
+    /// [`sync::fetch_segments`], [`sync_merge`](Self::sync_merge).
+    pub async fn sync(
+        &mut self,
+        remote: &dyn Remote,
+        cipher: &dyn Cipher,
+        new_device: impl FnOnce() -> String,
+    ) -> Result<SyncApplied> {
+        sync::check_key(remote, cipher).await?;
+        let outgoing = self.sync_outgoing(new_device).await?;
+        let ops_sent = outgoing.segments.iter().map(|s| s.ops.len()).sum();
+        let last = sync::send_segments(remote, cipher, &outgoing.segments).await?;
+        self.sync_sent(last).await?;
+        let fetched = sync::fetch_segments(remote, cipher, &outgoing.merged, &outgoing.device).await?;
+        let mut applied = self.sync_merge(fetched).await?;
+        applied.ops_sent = ops_sent;
+        Ok(applied)
+    }
+
+    /// Step 1: records what changed here since the last sync, cuts it into segments, persists the log; what to
+    /// send. A crash after it sends the same segments next time.
+    pub async fn sync_outgoing(&mut self, new_device: impl FnOnce() -> String) -> Result<SyncOutgoing> {
+        if self.sync.is_none() {
+            self.sync = Some(SyncRecord {
+                log: DeviceLog::new(new_device()),
+                turns: BTreeMap::new(),
+                intents: Vec::new(),
+                clearing: false,
+            });
+        }
+        self.record_changes()?;
+        let state = self.sync.as_mut().ok_or_else(|| Error::invalid("this memory has not synced"))?;
+        let segments = state.log.outgoing();
+        let out = SyncOutgoing { device: state.log.device.clone(), segments, merged: state.log.merged_up_to().clone() };
+        self.persist_sync().await?;
+        Ok(out)
+    }
+
+    /// Step 2: this device's segments up to `last` are on the server.
+    pub async fn sync_sent(&mut self, last: Option<u64>) -> Result<()> {
+        let (Some(state), Some(n)) = (self.sync.as_mut(), last) else { return Ok(()) };
+        state.log.sent(n);
+        self.persist_sync().await
+    }
+
+    /// Step 3: merges the segments fetched from the other devices and makes this memory hold the merged state
+    /// (in one store write, the map included). The changes made here meanwhile are recorded first.
+    pub async fn sync_merge(&mut self, fetched: Vec<Segment>) -> Result<SyncApplied> {
+        if self.sync.is_none() {
+            return Err(Error::invalid("sync_merge before sync_outgoing"));
+        }
+        self.record_changes()?;
+        let state = self.sync.as_mut().ok_or_else(|| Error::invalid("this memory has not synced"))?;
+        let segments_received = state.log.merge_fetched(fetched)?;
+        self.persist_sync().await?;
+        let mut applied = self.apply_merged().await?;
+        applied.segments_received = segments_received;
+        Ok(applied)
+    }
+
+    async fn persist_sync(&mut self) -> Result<()> {
+        let sync = self.sync.as_ref().map(encode).transpose()?;
+        self.store.write(WriteBatch { sync, ..Default::default() }).await
+    }
+
+    /// Records, as operations, what the memory holds that the log does not say yet (see the module's comment).
+    fn record_changes(&mut self) -> Result<()> {
+        let Some(state) = self.sync.as_mut() else { return Ok(()) };
+        let merged = state.log.state()?;
+        let session_of: HashMap<&OpId, &str> = merged.turns().map(|(s, t)| (&t.id, s)).collect();
+        let forgotten_sessions: HashSet<&str> = state.intents.iter().map(|i| i.session.as_str()).collect();
+        // Mapped turns no longer held: forgotten here (one by one, unless their whole session was).
+        let gone: Vec<u64> = state.turns.keys().copied().filter(|id| self.turns.get(id).is_none()).collect();
+        let mut ops = Vec::new();
+        for id in gone {
+            if let Some(op) = state.turns.remove(&id) {
+                let whole_session = session_of.get(&op).is_some_and(|s| forgotten_sessions.contains(s));
+                if session_of.contains_key(&op) && !whole_session {
+                    ops.push(Op::ForgetTurn { turn: op });
+                }
+            }
+        }
+        for op in ops {
+            state.log.record(op);
+        }
+        // Turns new here, in id order (the order they were made), each session's forget in its place among them.
+        let mut new: Vec<u64> = self.turns.iter().map(|t| t.id).filter(|id| !state.turns.contains_key(id)).collect();
+        new.sort_unstable();
+        let mut intents = std::mem::take(&mut state.intents);
+        intents.sort_by_key(|i| i.before);
+        let mut intents = intents.into_iter().peekable();
+        for id in new {
+            while let Some(intent) = intents.next_if(|i| i.before <= id) {
+                state.log.record(Op::ForgetSession { session: intent.session });
+            }
+            let Some(t) = self.turns.get(&id) else { continue };
+            let op = TurnOp {
+                session: t.session.to_string(),
+                speaker: t.speaker.to_string(),
+                text: t.text.to_string(),
+                caption: t.caption.map(str::to_string),
+                time: t.time,
+                ingested: t.ingested,
+            };
+            let op_id = state.log.record(Op::Turn(op));
+            state.turns.insert(id, op_id);
+        }
+        for intent in intents {
+            state.log.record(Op::ForgetSession { session: intent.session });
+        }
+        // Titles set here (an import) that the merge does not have.
+        for s in &self.sessions {
+            if let Some(title) = &s.title {
+                if merged.sessions.get(&s.id).is_none_or(|m| m.title.as_ref() != Some(title)) {
+                    state.log.record(Op::Title { session: s.id.clone(), title: title.clone() });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the memory hold the log's merged state: forgets the turns it forgot, puts each changed session's turns
+    /// in the merged order from the first position that differs (rounded down to a unit), stores the turns new
+    /// here and embeds the units from there; then reloads.
+    async fn apply_merged(&mut self) -> Result<SyncApplied> {
+        let Some(state) = self.sync.as_ref() else { return Ok(SyncApplied::default()) };
+        let merged: Merged = state.log.state()?;
+        let mut map = state.turns.clone();
+        let local_of: HashMap<OpId, u64> = map.iter().map(|(&id, op)| (op.clone(), id)).collect();
+        let mut held = Held::default();
+        for (s, ids) in self.sessions.iter().zip(&self.session_turns) {
+            held.sessions.insert(s.id.clone(), ids.iter().filter_map(|id| map.get(id).cloned()).collect());
+        }
+        let plan = sync::plan(&held, &merged);
+        let forgotten: HashSet<u64> = plan.forget.iter().filter_map(|op| local_of.get(op).copied()).collect();
+        let mut touched: Vec<String> = plan.sessions.into_keys().collect();
+        for (s, ids) in self.sessions.iter().zip(&self.session_turns) {
+            let retitled = merged.sessions.get(&s.id).is_some_and(|m| m.title != s.title);
+            if retitled || ids.iter().any(|id| forgotten.contains(id)) {
+                touched.push(s.id.clone());
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        if touched.is_empty() {
+            return Ok(SyncApplied::default());
+        }
+
+        let size = self.config.unit_mode.size();
+        let mut meta = self.meta.clone();
+        let mut batch = WriteBatch::default();
+        let mut applied = SyncApplied { turns_forgotten: forgotten.len(), ..Default::default() };
+        let mut to_embed: Vec<(Unit, String)> = Vec::new();
+        for session in touched.iter().map(String::as_str) {
+            let local: &[u64] = self.session_index.get(session).map_or(&[], |&n| &self.session_turns[n as usize]);
+            let Some(target) = merged.sessions.get(session) else {
+                // Every turn forgotten: the session goes.
+                batch.delete_sessions.push(session.to_string());
+                batch.delete_turns.extend(local);
+                if let Some(&n) = self.session_index.get(session) {
+                    batch.delete_units.extend(self.units.iter().filter(|u| u.session == n).map(|u| u.id));
+                }
+                continue;
+            };
+            // The first position where the memory's order and the merge's differ (a forgotten turn, another one).
+            let differs = local
+                .iter()
+                .zip(&target.turns)
+                .position(|(id, t)| forgotten.contains(id) || local_of.get(&t.id) != Some(id))
+                .unwrap_or(local.len().min(target.turns.len()));
+            let start = self.positional_prefix(session, local, differs - differs % size);
+            if start < local.len() || start < target.turns.len() {
+                applied.sessions_rewritten += 1;
+            }
+            if let Some(&n) = self.session_index.get(session) {
+                let kept: HashSet<u64> = local[..start].iter().copied().collect();
+                let from_start =
+                    self.units.iter().filter(|u| u.session == n && !u.turn_ids.iter().all(|t| kept.contains(t)));
+                batch.delete_units.extend(from_start.map(|u| u.id));
+            }
+            let tail_ids: HashSet<u64> =
+                target.turns[start..].iter().filter_map(|t| local_of.get(&t.id).copied()).collect();
+            batch.delete_turns.extend(local[start..].iter().filter(|id| !tail_ids.contains(id)));
+            let mut tail = Vec::with_capacity(target.turns.len() - start);
+            for (i, t) in target.turns[start..].iter().enumerate() {
+                let id = match local_of.get(&t.id) {
+                    Some(&id) => id,
+                    None => {
+                        let id = meta.next_turn;
+                        meta.next_turn += 1;
+                        map.insert(id, t.id.clone());
+                        applied.turns_added += 1;
+                        id
+                    }
+                };
+                tail.push(Turn {
+                    id,
+                    session: session.to_string(),
+                    seq: (start + i) as u32,
+                    speaker: t.turn.speaker.clone(),
+                    text: t.turn.text.clone(),
+                    caption: t.turn.caption.clone(),
+                    time: t.turn.time,
+                    ingested: t.turn.ingested,
+                });
+            }
+            for group in tail.chunks(size) {
+                let unit = Unit {
+                    id: meta.next_unit,
+                    session: session.to_string(),
+                    turn_ids: group.iter().map(|t| t.id).collect(),
+                };
+                meta.next_unit += 1;
+                to_embed.push((unit, unit_text(group.iter().map(Turn::unit_text))));
+            }
+            batch.turns.extend(tail);
+            batch.sessions.push(Session {
+                id: session.to_string(),
+                first_time: target.first_time().unwrap_or_default(),
+                last_time: target.last_time().unwrap_or_default(),
+                turn_count: target.turns.len() as u32,
+                title: target.title.clone(),
+            });
+        }
+        // Every window embedded now: this is background work, and a unit's rows are those of its whole text.
+        let texts: Vec<&str> = to_embed.iter().map(|(_, text)| text.as_str()).collect();
+        let (windows, _) = self.embedder.embed_some(&texts, usize::MAX).await?;
+        let mut units: Vec<StoredUnit> =
+            to_embed.into_iter().map(|(unit, _)| StoredUnit { unit, vectors: Default::default() }).collect();
+        for w in windows {
+            units[w.text].vectors.extend_from_slice(&w.vector);
+        }
+        batch.units = units;
+        let deleted_units: HashSet<u32> = batch.delete_units.iter().copied().collect();
+        meta.embed_pending.retain(|id| !deleted_units.contains(id));
+        map.retain(|id, _| !forgotten.contains(id));
+        batch.distill = self.distill.forget_turns(&forgotten);
+        batch.meta = Some(meta);
+        let state = self.sync.as_mut().ok_or_else(|| Error::invalid("this memory has not synced"))?;
+        let before = std::mem::replace(&mut state.turns, map);
+        batch.sync = Some(encode(state)?);
+        self.distill_epoch += 1;
+        if let Err(e) = self.store.write(batch).await {
+            if let Some(state) = self.sync.as_mut() {
+                state.turns = before;
+            }
+            return Err(e);
+        }
+        self.reload().await?;
+        Ok(applied)
+    }
+
+    /// How many of `local`'s first turns (at most `wanted`, a multiple of the unit size) sit in units that are the
+    /// session's positional chunks ((0,1), (2,3)… for pairs), so that the units before stay as a rewrite from there
+    /// would make them. 0 when a local `forget({ turn })` left a unit of another shape before `wanted`.
+    fn positional_prefix(&self, session: &str, local: &[u64], wanted: usize) -> usize {
+        let Some(&n) = self.session_index.get(session) else { return 0 };
+        let size = self.config.unit_mode.size();
+        let position: HashMap<u64, usize> = local.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        let mut covered = 0;
+        for u in self.units.iter().filter(|u| u.session == n) {
+            let Some(&first) = u.turn_ids.first().and_then(|t| position.get(t)) else { return 0 };
+            if first >= wanted {
+                continue;
+            }
+            let chunk = first % size == 0
+                && u.turn_ids.iter().enumerate().all(|(i, t)| position.get(t) == Some(&(first + i)))
+                && (u.turn_ids.len() == size || first + u.turn_ids.len() == local.len());
+            if !chunk || first + u.turn_ids.len() > wanted {
+                return 0;
+            }
+            covered += u.turn_ids.len();
+        }
+        if covered == wanted {
+            wanted
+        } else {
+            0
+        }
+    }
+}
