@@ -86,7 +86,8 @@ function runOnce({ name, env, cwd, startLimitMs, knockEveryMs }) {
     // Its own process group, so that a stalled run is stopped with the chromedriver and Chromium it started.
     // LOCI_SUITE_FILTER: run only the suite's tests whose names contain it (while working on one).
     const filter = process.env.LOCI_SUITE_FILTER ? ["--", process.env.LOCI_SUITE_FILTER] : [];
-    const child = spawn("cargo", ["test", "--target", "wasm32-unknown-unknown", "--test", name, ...filter], {
+    // With the feature `sync` (its tests are in browser_sync): one build of the crate for every suite.
+    const child = spawn("cargo", ["test", "--target", "wasm32-unknown-unknown", "--features", "sync", "--test", name, ...filter], {
       cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true,
     });
     const killGroup = () => { try { process.kill(-child.pid, "SIGKILL"); } catch { /* already gone */ } };

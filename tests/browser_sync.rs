@@ -15,6 +15,11 @@ use loci::sync::{connect, DeviceLog, Op, Remote, TurnOp};
 use loci::Result;
 use wasm_bindgen_test::*;
 
+#[cfg(feature = "sync")]
+mod browser_common;
+#[cfg(feature = "sync")]
+use browser_common::{code, delete, get, js, num, open, string, wait};
+
 wasm_bindgen_test_configure!(run_in_browser);
 
 /// A server in RAM, as the native tests have.
@@ -163,4 +168,116 @@ async fn two_devices_sync_through_a_real_webdav_server_over_fetch() {
     assert_eq!(on_phone, on_laptop);
     assert_eq!(canary_hits(CANARY).await, 0.0, "the canary is on the server");
     assert_eq!(canary_hits("webdav passphrase").await, 0.0, "the passphrase is on the server");
+}
+
+/// Each session of `memory` (by id) with its turns as (speaker, text, time): what two synced memories must share.
+#[cfg(feature = "sync")]
+async fn contents(memory: &loci::web::Memory) -> Vec<(String, Vec<(String, String, f64)>)> {
+    let sessions = wait(memory.sessions()).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let sessions: Vec<serde_json::Value> = serde_wasm_bindgen::from_value(sessions).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    for s in sessions {
+        let id = s["id"].as_str().unwrap_or_default().to_string();
+        let turns = wait(memory.session_turns(id.as_str().into())).await.unwrap_or_else(|e| panic!("{e:?}"));
+        let turns: Vec<serde_json::Value> = serde_wasm_bindgen::from_value(turns).unwrap_or_else(|e| panic!("{e}"));
+        let turns = turns
+            .iter()
+            .map(|t| {
+                let text = |k: &str| t[k].as_str().unwrap_or_default().to_string();
+                (text("speaker"), text("text"), t["time"].as_f64().unwrap_or(f64::NAN))
+            })
+            .collect();
+        out.push((id, turns));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[cfg(feature = "sync")]
+#[wasm_bindgen_test]
+async fn two_memories_sync_through_memory_sync_over_a_real_webdav_server() {
+    let folder = format!("{}/m-{}", webdav_url(), js_sys::Date::now() as u64);
+    let options =
+        |passphrase: &str| js(&format!(r#"{{"remote": {{"url": "{folder}"}}, "passphrase": "{passphrase}"}}"#));
+    let (phone_name, laptop_name) = ("sync-phone", "sync-laptop");
+    delete(phone_name).await;
+    delete(laptop_name).await;
+    let (phone, laptop) = (open(phone_name).await, open(laptop_name).await);
+    let add = |m: &loci::web::Memory, session: &str, turns: &[(&str, &str, &str)]| {
+        let messages: Vec<String> = turns
+            .iter()
+            .map(|(who, text, time)| format!(r#"{{"speaker": "{who}", "content": "{text}", "time": "{time}"}}"#))
+            .collect();
+        m.add_messages(js(&format!("[{}]", messages.join(","))), js(&format!(r#"{{"session": "{session}"}}"#)))
+    };
+    wait(add(
+        &phone,
+        "trip",
+        &[
+            ("Ana", &format!("We hiked to the glacier lake, {CANARY}."), "2023-05-08T10:00:00Z"),
+            ("Ben", "Which trail did you take past the mill?", "2023-05-08T10:02:00Z"),
+        ],
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let sent = wait(phone.sync(options("correct horse"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(num(&sent, "opsSent"), 2.0);
+
+    // Another passphrase: BAD_KEY, and nothing changes on either side.
+    let wrong = wait(laptop.sync(options("wrong horse"))).await.err().map(|e| code(&e));
+    assert_eq!(wrong.as_deref(), Some("BAD_KEY"));
+    assert!(contents(&laptop).await.is_empty());
+    let got = wait(laptop.sync(options("correct horse"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(num(&got, "turnsAdded"), 2.0);
+    assert_eq!(contents(&laptop).await, contents(&phone).await);
+
+    // Both write (the laptop's turn falls between two of the phone's), the laptop forgets one of the phone's turns;
+    // an aborted sync changes nothing, and a reload of the laptop's page comes between.
+    wait(add(&phone, "trip", &[("Ana", "The steep part to the ridge needs good boots.", "2023-05-08T10:06:00Z")]))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    wait(add(&laptop, "trip", &[("Ben", "The mill trail is closed in winter.", "2023-05-08T10:04:00Z")]))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    wait(add(&laptop, "work", &[("Ana", "The quarterly report is due on Friday.", "2023-07-03T08:00:00Z")]))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let trip = wait(laptop.session_turns("trip".into())).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let asked = get(&trip, "1.id");
+    assert_eq!(string(&trip, "1.text"), "Which trail did you take past the mill?");
+    let forget = js_sys::Object::new();
+    js_sys::Reflect::set(&forget, &"turn".into(), &asked).unwrap_or_default();
+    wait(laptop.forget(forget.into())).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let controller = web_sys::AbortController::new().unwrap_or_else(|e| panic!("{e:?}"));
+    controller.abort();
+    let aborted = options("correct horse");
+    js_sys::Reflect::set(&aborted, &"signal".into(), &controller.signal()).unwrap_or_default();
+    assert_eq!(wait(laptop.sync(aborted)).await.err().map(|e| code(&e)).as_deref(), Some("ABORTED"));
+    wait(laptop.close()).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let laptop = open(laptop_name).await;
+    for m in [&phone, &laptop, &phone] {
+        wait(m.sync(options("correct horse"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    let expected = vec![
+        (
+            "trip".to_string(),
+            vec![
+                ("Ana".to_string(), format!("We hiked to the glacier lake, {CANARY}."), 1683540000000.0),
+                ("Ben".into(), "The mill trail is closed in winter.".into(), 1683540240000.0),
+                ("Ana".into(), "The steep part to the ridge needs good boots.".into(), 1683540360000.0),
+            ],
+        ),
+        ("work".to_string(), vec![("Ana".into(), "The quarterly report is due on Friday.".into(), 1688371200000.0)]),
+    ];
+    assert_eq!(contents(&phone).await, expected);
+    assert_eq!(contents(&laptop).await, expected);
+    // What came from the other device is embedded: recall finds it.
+    let r = wait(phone.recall("When is the quarterly report due?".into(), js(r#"{"k": 1}"#))).await;
+    let r = r.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(string(&r, "sessions.0.id"), "work");
+    assert_eq!(canary_hits(CANARY).await, 0.0, "the canary is on the server");
+    assert_eq!(canary_hits("correct horse").await, 0.0, "the passphrase is on the server");
+    for m in [phone, laptop] {
+        wait(m.close()).await.unwrap_or_else(|e| panic!("{e:?}"));
+    }
 }

@@ -71,6 +71,9 @@ const META_KEY: &str = "meta";
 const DISTILL_KEY: &str = "distill";
 /// The lexical index as the last open built it (see `Store::put_lexical`), in `meta`.
 const LEXICAL_KEY: &str = "lexical";
+/// The memory's sync record (feature `sync`: its log and turn map, see `memory/sync.rs`), in `meta`.
+#[cfg(feature = "sync")]
+const SYNC_KEY: &str = "sync";
 /// The key record of an encrypted memory (plaintext: how to unlock it; see [`super::seal`]).
 const KEY_KEY: &str = "key";
 /// A damaged chunk that a write has to rewrite is first copied aside under this key prefix (see `set_aside`), so
@@ -568,6 +571,12 @@ impl IdbStore {
                 .put(&ser(meta)?, Some(&JsValue::from_str(META_KEY)))
                 .map_err(|e| idb_err("writing meta", e))?;
         }
+        #[cfg(feature = "sync")]
+        if let Some(sync) = &batch.sync {
+            Self::store(tx, META)?
+                .put(&Uint8Array::from(sync.as_slice()), Some(&JsValue::from_str(SYNC_KEY)))
+                .map_err(|e| idb_err("writing the sync record", e))?;
+        }
         if deletes(batch) {
             Self::store(tx, META)?
                 .delete(Query::Key(JsValue::from_str(LEXICAL_KEY)))
@@ -690,6 +699,10 @@ impl IdbStore {
         if let Some(meta) = &batch.meta {
             let sealed = sealer.seal(META, META_KEY, &to_json(meta)?).await?;
             ops.push(put(META, Some(META_KEY.into()), sealed.into()));
+        }
+        #[cfg(feature = "sync")]
+        if let Some(sync) = &batch.sync {
+            ops.push(put(META, Some(SYNC_KEY.into()), sealer.seal(META, SYNC_KEY, sync).await?.into()));
         }
         if deletes(batch) {
             ops.push(Op::Delete { store: META, key: LEXICAL_KEY.into() });
@@ -1400,6 +1413,9 @@ impl Store for IdbStore {
     }
 
     async fn clear(&self) -> Result<()> {
+        // The sync record is kept (a `forgetAll` in its log, still to be sent): read before the clear, put back in it.
+        #[cfg(feature = "sync")]
+        let sync = self.load_sync_raw().await?;
         let (tx, raw) = self.write_transaction("clearing").await?;
         for name in ALL {
             Self::store(&tx, name)?.clear().map_err(|e| idb_err("clearing", e))?;
@@ -1410,7 +1426,25 @@ impl Store for IdbStore {
                 .put(record, Some(&JsValue::from_str(KEY_KEY)))
                 .map_err(|e| idb_err("clearing", e))?;
         }
+        #[cfg(feature = "sync")]
+        if let Some(record) = sync {
+            Self::store(&tx, META)?
+                .put(&record, Some(&JsValue::from_str(SYNC_KEY)))
+                .map_err(|e| idb_err("clearing", e))?;
+        }
         Self::commit(tx, &raw, "clearing").await
+    }
+
+    #[cfg(feature = "sync")]
+    async fn load_sync(&self) -> Result<Option<Vec<u8>>> {
+        let Some(record) = self.load_sync_raw().await? else { return Ok(None) };
+        match &self.sealer {
+            Some(sealer) => sealer.open(META, SYNC_KEY, &record).await.map(Some),
+            None => record
+                .dyn_into::<Uint8Array>()
+                .map(|a| Some(a.to_vec()))
+                .map_err(|_| Error::Storage("the sync record is not bytes".into())),
+        }
     }
 
     async fn put_lexical(&self, len: usize, write: &WritePieces<'_>) -> Result<()> {
@@ -1454,6 +1488,22 @@ impl Store for IdbStore {
             (Some(r), Some(sealer)) => sealer.open(META, LEXICAL_KEY, &r).await.ok(),
             (Some(r), None) => r.dyn_into::<Uint8Array>().ok().map(|a| a.to_vec()),
         })
+    }
+}
+
+#[cfg(feature = "sync")]
+impl IdbStore {
+    /// The sync record as stored (sealed in an encrypted memory).
+    async fn load_sync_raw(&self) -> Result<Option<JsValue>> {
+        let tx = self
+            .conn
+            .borrow()
+            .db
+            .transaction(&[META], TransactionMode::ReadOnly)
+            .map_err(|e| idb_err("reading the sync record", e))?;
+        let request = Self::store(&tx, META)?.get(JsValue::from_str(SYNC_KEY));
+        let record = request.map_err(|e| idb_err("reading the sync record", e))?.await;
+        Ok(record.map_err(|e| idb_err("reading the sync record", e))?.filter(|r| !r.is_undefined()))
     }
 }
 

@@ -114,7 +114,7 @@ fn subtle() -> Result<SubtleCrypto> {
 }
 
 /// `n` bytes from the browser's CSPRNG.
-fn random_bytes(n: usize) -> Result<Vec<u8>> {
+pub(crate) fn random_bytes(n: usize) -> Result<Vec<u8>> {
     let crypto = Reflect::get(&js_sys::global(), &"crypto".into())
         .ok()
         .and_then(|c| c.dyn_into::<web_sys::Crypto>().ok())

@@ -75,6 +75,8 @@ mod jobs;
 mod open;
 mod options;
 mod storage;
+#[cfg(feature = "sync")]
+mod sync;
 mod tabs;
 
 use jobs::*;

@@ -138,6 +138,8 @@ fn dispatch(leader: &Leader, method: &str, args: &js_sys::Array) -> Promise {
         "forget" => leader.forget(arg(0)),
         "forgetAll" => leader.forget_all(),
         "changePassphrase" => leader.change_passphrase(arg(0), arg(1)),
+        #[cfg(feature = "sync")]
+        "sync" => leader.sync(arg(0)),
         #[cfg(feature = "bench")]
         "benchEmbedQuery" => text(0, "the query").map_or_else(rejected, |q| leader.bench_embed_query(q)),
         #[cfg(feature = "bench")]
@@ -564,6 +566,23 @@ impl Memory {
             }
             Ok(JsValue::UNDEFINED)
         })
+    }
+}
+
+/// Sync (cargo feature `sync`; docs/SYNC.md).
+#[cfg(feature = "sync")]
+#[wasm_bindgen]
+impl Memory {
+    /// Syncs this memory with a WebDAV folder that other devices sync with too: sends what changed here, sealed
+    /// under the sync key, and merges what they sent. `remote` is the folder's URL, or `{ url, username, password }`;
+    /// `passphrase` (or `key`, an AES-GCM `CryptoKey`) unlocks the sync key, which the first device draws.
+    /// `BAD_KEY` (nothing sent) when the folder's memory is under another key; `SYNC_FAILED` when the server fails
+    /// or holds damage (nothing of that sync merged); `ABORTED` by `signal`. A sync cut anywhere is finished by the
+    /// next one. Runs in the leading tab; the memory takes other calls while it waits on the server.
+    #[wasm_bindgen(unchecked_return_type = "Promise<SyncReport>")]
+    pub fn sync(&self, #[wasm_bindgen(unchecked_param_type = "SyncOptions")] options: JsValue) -> Promise {
+        let args = call_args(&[&options]);
+        self.route("sync", args, move |leader| leader.sync(options))
     }
 }
 
