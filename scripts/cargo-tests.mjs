@@ -6,10 +6,14 @@ import { fileURLToPath } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
+/** What the native tests are built with, by every script (a build with other features would compile the crate again). */
+export const TEST_FEATURES = ["--features", "loci/sync"];
+
 /** Builds the native test targets `args` (`cargo test --no-run …`, its diagnostics shown) and returns their
  * binaries as `[{ name, kind: "lib" | "bin" | "test", executable }]` in cargo's order, or `null` if the build failed. */
 export function testBinaries(args = []) {
-  const built = spawnSync("cargo", ["test", "--no-run", "--message-format=json-render-diagnostics", ...args],
+  // Always with the feature `sync` (its tests need it): every caller shares one build of the crate.
+  const built = spawnSync("cargo", ["test", "--no-run", "--message-format=json-render-diagnostics", ...args, ...TEST_FEATURES],
     { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
   if (built.status !== 0) return null;
   const order = ["lib", "bin", "test"];

@@ -9,7 +9,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { runBrowserSuite, startTestLlmServer, startTestWebDavServer } from "./browser-suite.mjs";
-import { testBinaries } from "./cargo-tests.mjs";
+import { TEST_FEATURES, testBinaries } from "./cargo-tests.mjs";
 import { startLocalLlm } from "./local-llm.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -87,7 +87,7 @@ async function startRealModelSmoke() {
 async function nativeTestsBesideThePackageBuild() {
   console.log("\n=== native tests (and the package build beside them)");
   const started = Date.now();
-  const binaries = testBinaries(["--workspace", "--features", "loci/sync"]); // the engine crate (engine/) too
+  const binaries = testBinaries(["--workspace"]); // the engine crate (engine/) too
   if (!binaries) {
     console.log(`=== native tests: FAILED to build (${seconds(started)} s)`);
     process.exit(1);
@@ -116,7 +116,7 @@ async function nativeTestsBesideThePackageBuild() {
   process.stdout.write(readFileSync(buildLog, "utf8").split("\n").filter((l) => !/^\s+Compiling /.test(l)).join("\n"));
   console.log(`=== build the package: ${built === 0 ? "ok" : "FAILED"} (${buildTook} s, beside the native tests)`);
   if (built !== 0) process.exit(1);
-  await step("doc tests", "cargo", ["test", "--doc", "--workspace"]);
+  await step("doc tests", "cargo", ["test", "--doc", "--workspace", ...TEST_FEATURES]);
 }
 
 await step("setup", "node", ["scripts/setup.mjs"]);

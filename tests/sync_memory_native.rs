@@ -290,3 +290,197 @@ fn a_crash_at_any_write_of_a_sync_loses_and_doubles_nothing() {
         assert_eq!(phone.session_turns("trip")[1].text, "The mill trail is closed in winter.");
     }
 }
+
+/// The WebDAV folder with faults: after `fail_in` more requests, one fails (as a connection cut; a write cut after it
+/// reached the server is the worse case, so writes land first).
+struct FlakyRemote {
+    inner: WebDav<Ureq>,
+    fail_in: std::cell::Cell<Option<u32>>,
+}
+
+impl FlakyRemote {
+    fn tick(&self) -> bool {
+        match self.fail_in.get() {
+            Some(0) => {
+                self.fail_in.set(None);
+                true
+            }
+            Some(n) => {
+                self.fail_in.set(Some(n - 1));
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl loci::sync::Remote for FlakyRemote {
+    async fn list(&self, folder: &str) -> loci::Result<Vec<String>> {
+        match self.tick() {
+            true => Err(loci::Error::SyncFailed("the connection was cut".into())),
+            false => self.inner.list(folder).await,
+        }
+    }
+
+    async fn get(&self, path: &str) -> loci::Result<Option<Vec<u8>>> {
+        match self.tick() {
+            true => Err(loci::Error::SyncFailed("the connection was cut".into())),
+            false => self.inner.get(path).await,
+        }
+    }
+
+    async fn create(&self, path: &str, bytes: &[u8]) -> loci::Result<bool> {
+        let created = self.inner.create(path, bytes).await?;
+        match self.tick() {
+            true => Err(loci::Error::SyncFailed("the connection was cut after the upload".into())),
+            false => Ok(created),
+        }
+    }
+}
+
+/// Three devices through one real WebDAV folder, seeded: random adds (to shared and own sessions), forgets of turns
+/// and sessions, syncs of a random device with a crash at a random write or a cut connection, reopens. Then every
+/// device syncs twice round: all must hold the same, every turn that no one forgot must be on each (lost), none twice
+/// (duplicated), no forgotten turn back, and no text on the server. Ignored in `cargo test` (it embeds every turn on
+/// every device); `npm run test:reliability` runs it and reports `sync_turns_lost`, `sync_turns_duplicated`,
+/// `sync_canary_hits` (`LOCI_SYNC_SOAK_JSON`; `LOCI_SYNC_SOAK_ROUNDS`, default 120; `LOCI_SYNC_SOAK_SEED`).
+#[test]
+#[ignore]
+fn sync_soak_against_an_oracle() {
+    let rounds: u64 = std::env::var("LOCI_SYNC_SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+    let server = RcloneWebDav::start();
+    let remote = FlakyRemote {
+        inner: WebDav::new(&format!("{}/soak", server.url), None, Ureq::default()),
+        fail_in: Default::default(),
+    };
+    let key = TestCipher::new(9);
+    let names = ['a', 'b', 'c'];
+    let stores: Vec<MemStore> = names.iter().map(|_| MemStore::new()).collect();
+    let mut devices: Vec<Mem> = stores.iter().map(|s| open(s.clone())).collect();
+    let seed = std::env::var("LOCI_SYNC_SOAK_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_51c);
+    let mut rng = common::Rng(seed);
+    let (mut added, mut forgotten_texts, mut forgotten_sessions) = (
+        Vec::<(String, String)>::new(),
+        std::collections::BTreeSet::<String>::new(),
+        std::collections::BTreeSet::<String>::new(),
+    );
+    let (mut syncs, mut crashes, mut cuts, mut failed_syncs) = (0u64, 0u64, 0u64, 0u64);
+    let mut clock = 1_683_540_000_000.0_f64;
+    for round in 0..rounds {
+        let d = rng.below(3) as usize;
+        match rng.below(10) {
+            0..=4 => {
+                let session = match rng.below(3) {
+                    0 => "shared".to_string(),
+                    1 => format!("own-{}", names[d]),
+                    _ => format!("topic-{}", rng.below(4)),
+                };
+                if forgotten_sessions.contains(&session) {
+                    continue; // a session forgotten somewhere: its later turns are not the oracle's to judge
+                }
+                let n = 1 + rng.below(3);
+                let turns: Vec<_> = (0..n)
+                    .map(|i| {
+                        clock += 1000.0 + rng.below(5000) as f64;
+                        let text = format!("{CANARY} round {round} turn {i} on {}", names[d]);
+                        added.push((text.clone(), session.clone()));
+                        let time = chrono::DateTime::from_timestamp_millis(clock as i64).map(|t| t.to_rfc3339());
+                        msg(if i % 2 == 0 { "Ana" } else { "Ben" }, &text, &time.unwrap_or_default())
+                    })
+                    .collect();
+                block_on(devices[d].add_messages(&turns, Some(&session), 0.0)).expect("add");
+            }
+            5 => {
+                let all: Vec<_> =
+                    devices[d].sessions().into_iter().flat_map(|s| devices[d].session_turns(&s.id)).collect();
+                if !all.is_empty() {
+                    let t = &all[rng.below(all.len() as u64) as usize];
+                    forgotten_texts.insert(t.text.clone());
+                    block_on(devices[d].forget_turn(t.id)).expect("forget a turn");
+                }
+            }
+            6 if round % 3 == 0 => {
+                let sessions = devices[d].sessions();
+                if let Some(s) = sessions.iter().find(|s| s.id.starts_with("topic-")) {
+                    forgotten_sessions.insert(s.id.clone());
+                    // Every turn of it so far is gone: seen by this device, or concurrent with the forget (rule 2).
+                    forgotten_texts
+                        .extend(added.iter().filter(|(_, session)| *session == s.id).map(|(t, _)| t.clone()));
+                    block_on(devices[d].forget_session(&s.id)).expect("forget a session");
+                }
+            }
+            _ => {
+                syncs += 1;
+                let fault = rng.below(6);
+                if fault == 0 {
+                    crashes += 1;
+                    stores[d].fail_writes_after(rng.below(4) as usize);
+                } else if fault == 1 {
+                    cuts += 1;
+                    remote.fail_in.set(Some(rng.below(12) as u32));
+                }
+                let result = block_on(devices[d].sync(&remote, &key, device_id(names[d])));
+                remote.fail_in.set(None);
+                if result.is_err() {
+                    failed_syncs += 1;
+                }
+                if fault == 0 {
+                    // The page died there: the next open reads what the store committed.
+                    stores[d].set_fail_writes(false);
+                    devices[d] = open(stores[d].clone());
+                }
+            }
+        }
+    }
+    for _ in 0..2 {
+        for d in 0..3 {
+            block_on(devices[d].sync(&remote, &key, device_id(names[d]))).unwrap_or_else(|e| panic!("final sync: {e}"));
+        }
+    }
+    let reference = contents(&devices[0]);
+    // The same units too (a local forget of a turn is rewritten at the next sync), hence the same recall.
+    let (units, query) = (devices[0].stats().units, "what was said in round 40");
+    let ranked = ranking(&mut devices[0], query);
+    let mut divergences = 0;
+    for m in devices.iter_mut() {
+        let same = contents(m) == reference && m.stats().units == units && ranking(m, query) == ranked;
+        divergences += usize::from(!same);
+    }
+    for (d, m) in devices.iter().enumerate().filter(|(_, m)| contents(m) != reference) {
+        for (mine, theirs) in contents(m).iter().zip(&reference).filter(|(a, b)| a != b) {
+            eprintln!("device {}: {mine:?}\n  device a: {theirs:?}", names[d]);
+        }
+    }
+    let held: Vec<Vec<String>> = devices.iter().map(texts).collect();
+    let (mut lost, mut duplicated, mut resurrected) = (0, 0, 0);
+    for texts in &held {
+        let mut seen = std::collections::BTreeSet::new();
+        for t in texts {
+            duplicated += usize::from(!seen.insert(t.as_str()));
+            resurrected += usize::from(forgotten_texts.contains(t));
+        }
+        lost += added.iter().filter(|(t, _)| !forgotten_texts.contains(t) && !seen.contains(t.as_str())).count();
+    }
+    let stored = server.stored();
+    let canary_hits: usize = stored
+        .iter()
+        .map(|(path, bytes)| String::from_utf8_lossy(bytes).matches(CANARY).count() + path.matches(CANARY).count())
+        .sum();
+    eprintln!(
+        "sync soak: {rounds} rounds, {} turns added, {syncs} syncs ({crashes} crashed, {cuts} cut, {failed_syncs} failed), \
+         {} files on the server",
+        added.len(),
+        stored.len()
+    );
+    if let Ok(path) = std::env::var("LOCI_SYNC_SOAK_JSON") {
+        let counts = serde_json::json!({
+            "sync_rounds": rounds, "sync_turns_added": added.len(), "sync_syncs": syncs, "sync_crashes": crashes,
+            "sync_cuts": cuts, "sync_failed_syncs": failed_syncs, "sync_divergences": divergences,
+            "sync_turns_lost": lost, "sync_turns_duplicated": duplicated, "sync_turns_resurrected": resurrected,
+            "sync_canary_hits": canary_hits,
+        });
+        std::fs::write(path, counts.to_string()).expect("writing the counts");
+    }
+    assert_eq!((divergences, lost, duplicated, resurrected, canary_hits), (0, 0, 0, 0, 0));
+}

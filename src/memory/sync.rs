@@ -279,9 +279,15 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let plan = sync::plan(&held, &merged);
         let forgotten: HashSet<u64> = plan.forget.iter().filter_map(|op| local_of.get(op).copied()).collect();
         let mut touched: Vec<String> = plan.sessions.into_keys().collect();
+        let size = self.config.unit_mode.size();
         for (s, ids) in self.sessions.iter().zip(&self.session_turns) {
             let retitled = merged.sessions.get(&s.id).is_some_and(|m| m.title != s.title);
-            if retitled || ids.iter().any(|id| forgotten.contains(id)) {
+            // A local `forget({ turn })` leaves a unit of another shape: rewritten, so every device holds the same.
+            let whole = ids.len() - ids.len() % size;
+            if retitled
+                || ids.iter().any(|id| forgotten.contains(id))
+                || self.positional_prefix(&s.id, ids, whole) != whole
+            {
                 touched.push(s.id.clone());
             }
         }
@@ -291,7 +297,6 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             return Ok(SyncApplied::default());
         }
 
-        let size = self.config.unit_mode.size();
         let mut meta = self.meta.clone();
         let mut batch = WriteBatch::default();
         let mut applied = SyncApplied { turns_forgotten: forgotten.len(), ..Default::default() };
@@ -326,6 +331,8 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             let tail_ids: HashSet<u64> =
                 target.turns[start..].iter().filter_map(|t| local_of.get(&t.id).copied()).collect();
             batch.delete_turns.extend(local[start..].iter().filter(|id| !tail_ids.contains(id)));
+            // Positions are kept as sequence numbers, which a forget leaves with gaps: the tail goes after the last kept.
+            let base = local[..start].last().and_then(|id| self.turns.get(id)).map_or(0, |t| t.seq + 1);
             let mut tail = Vec::with_capacity(target.turns.len() - start);
             for (i, t) in target.turns[start..].iter().enumerate() {
                 let id = match local_of.get(&t.id) {
@@ -341,7 +348,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 tail.push(Turn {
                     id,
                     session: session.to_string(),
-                    seq: (start + i) as u32,
+                    seq: base + i as u32,
                     speaker: t.turn.speaker.clone(),
                     text: t.turn.text.clone(),
                     caption: t.turn.caption.clone(),

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run test:reliability [-- --json PATH]`: the crash, storage-fault and multi-tab tests in headless Chromium, and
-// the model-based fuzzing of the memory against an oracle (native), one after the other; writes the counts each saw.
+// the model-based fuzzing of the memory against an oracle (native), and the sync soak (native, three devices through
+// a real WebDAV server), one after the other; writes the counts each saw.
 // `npm test` runs it with smaller counts (LOCI_MULTITAB_EXCHANGES) to stay near its time budget.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -42,6 +43,23 @@ async function fuzz() {
   }
 }
 
+/** Three devices syncing through a real WebDAV server with crashes and cut connections, against an oracle: the
+ * native test binary (its memory code is the browser's; only the store and the transport differ). */
+async function syncSoak() {
+  console.log("\n--- sync: three devices through rclone's WebDAV, crashes and cut connections, against an oracle");
+  const executable = testBinaries(["--test", "sync_memory_native"])?.find((b) => b.name === "sync_memory_native")?.executable;
+  if (!executable) {
+    console.error("sync soak: the test binary did not build");
+    failed = true;
+    return;
+  }
+  const out = join(dir, "sync.json");
+  const r = spawnSync(executable, ["--ignored", "--nocapture", "sync_soak_against_an_oracle"],
+    { cwd: root, stdio: "inherit", env: { ...process.env, LOCI_SYNC_SOAK_JSON: out } });
+  if (r.status !== 0) failed = true;
+  if (existsSync(out)) Object.assign(counts, JSON.parse(readFileSync(out, "utf8")));
+}
+
 const run = (title, cmd, args, out, env = {}) => {
   console.log(`\n--- ${title}`);
   const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, ...env } });
@@ -56,6 +74,7 @@ run("injected storage faults", "node", ["tests/reliability/faults.test.mjs", "--
 run("several tabs on one memory (interleaved adds from 2 and 3 tabs; the leader closed mid-job)", "node",
   ["tests/reliability/multitab.test.mjs", "--json", join(dir, "multitab.json")], join(dir, "multitab.json"));
 await fuzz();
+await syncSoak();
 console.log(`\nreliability: ${JSON.stringify(counts)}`);
 if (jsonPath) writeFileSync(jsonPath, JSON.stringify(counts, null, 2) + "\n");
 rmSync(dir, { recursive: true, force: true });
