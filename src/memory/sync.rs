@@ -17,8 +17,9 @@ use super::{unit_text, Memory};
 use crate::embed::Runtime;
 use crate::error::{Error, Result};
 use crate::store::{Store, StoredUnit, WriteBatch};
-use crate::sync::{self, Cipher, DeviceLog, Held, Merged, Op, OpId, Remote, Segment, TurnOp, VersionVector};
-use crate::types::{Session, Turn, Unit};
+use crate::sync::{self, Cipher, DerivedOp, DeviceLog, Held, Merged, Op, OpId, Remote, Segment, TurnOp, VersionVector};
+use crate::types::distilled::{Episode, Fact, FactStatus};
+use crate::types::{Session, TimeMs, Turn, Unit};
 
 /// A forgotten session, waiting for the next sync to become a `forgetSession` operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +31,80 @@ pub(super) struct ForgetIntent {
     before: u64,
 }
 
+/// An episode or fact as the log knows it here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct DerivedLocal {
+    /// Its id in this memory.
+    local: u64,
+    /// Of its body as last recorded or applied: a change here is sent again.
+    hash: u64,
+    op: OpId,
+}
+
+/// The body of an episode as synced: its turns are the operation's sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EpisodeBody {
+    title: String,
+    narrative: String,
+    time: TimeMs,
+    start: TimeMs,
+    end: TimeMs,
+    ingested: TimeMs,
+}
+
+/// The body of a fact as synced: its links to episodes and facts by key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FactBody {
+    statement: String,
+    kind: String,
+    time: TimeMs,
+    ingested: TimeMs,
+    status: FactStatus,
+    origin: String,
+    episodes: Vec<String>,
+    supersedes: Vec<String>,
+    superseded_by: Option<String>,
+}
+
+fn episode_body(e: &Episode) -> EpisodeBody {
+    EpisodeBody {
+        title: e.title.clone(),
+        narrative: e.narrative.clone(),
+        time: e.time,
+        start: e.start,
+        end: e.end,
+        ingested: e.ingested,
+    }
+}
+
+fn fact_body(f: &Fact, episode_key: impl Fn(u64) -> Option<String>, fact_key: impl Fn(u64) -> String) -> FactBody {
+    FactBody {
+        statement: f.statement.clone(),
+        kind: f.kind.clone(),
+        time: f.time,
+        ingested: f.ingested,
+        status: f.status,
+        origin: f.origin.clone(),
+        episodes: f.episode_ids.iter().filter_map(|&e| episode_key(e)).collect(),
+        supersedes: f.supersedes.iter().map(|&x| fact_key(x)).collect(),
+        superseded_by: f.superseded_by.map(fact_key),
+    }
+}
+
+fn body_hash(body: &serde_json::Value) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(body.to_string().as_bytes());
+    h.finish()
+}
+
+fn to_body<T: Serialize>(v: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(v).map_err(|e| Error::SyncFailed(format!("encoding a distilled record: {e}")))
+}
+
 /// What a memory keeps of its sync, as one record of the store (sealed in an encrypted memory like the rest).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,6 +114,9 @@ pub(super) struct SyncRecord {
     turns: BTreeMap<u64, OpId>,
     #[serde(default)]
     intents: Vec<ForgetIntent>,
+    /// Episodes (`e:…`) and facts (`f:…`) by key: the local record, what it was when recorded, its operation.
+    #[serde(default)]
+    derived: BTreeMap<String, DerivedLocal>,
     /// Set while `forget_all` is clearing the store: an open that finds it finishes the clear first, so that the
     /// turns it forgot are never recorded again as new ones.
     #[serde(default)]
@@ -68,6 +146,8 @@ pub struct SyncApplied {
     pub turns_forgotten: usize,
     /// Sessions whose turns (from some position on) were put in the merged order and embedded again.
     pub sessions_rewritten: usize,
+    /// Episodes and facts put or deleted.
+    pub derived_changed: usize,
 }
 
 pub(super) fn encode(record: &SyncRecord) -> Result<Vec<u8>> {
@@ -107,6 +187,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         state.log.record(Op::ForgetAll);
         state.turns.clear();
         state.intents.clear();
+        state.derived.clear();
         state.clearing = true;
         let sync = Some(encode(state)?);
         self.store.write(WriteBatch { sync, ..Default::default() }).await?;
@@ -170,6 +251,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 log: DeviceLog::new(new_device()),
                 turns: BTreeMap::new(),
                 intents: Vec::new(),
+                derived: BTreeMap::new(),
                 clearing: false,
             });
         }
@@ -261,6 +343,53 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 }
             }
         }
+        self.record_derived()
+    }
+
+    /// Records the episodes and facts made, changed or forgotten here since the last sync (by difference, as turns;
+    /// their turns are recorded first). A record received from another device is sent again only if it changed here.
+    fn record_derived(&mut self) -> Result<()> {
+        let Some(state) = self.sync.as_mut() else { return Ok(()) };
+        let by_local: HashMap<(bool, u64), String> =
+            state.derived.iter().map(|(k, d)| ((k.starts_with("e:"), d.local), k.clone())).collect();
+        let record = |state: &mut SyncRecord, key: String, local: u64, sources: Vec<OpId>, body: serde_json::Value| {
+            let hash = body_hash(&body);
+            if let Some(held) = state.derived.get(&key) {
+                if held.hash == hash {
+                    return;
+                }
+                state.log.record(Op::ForgetDerived { key: key.clone() });
+            }
+            let op = state.log.record(Op::Derived(DerivedOp { key: key.clone(), sources, body }));
+            state.derived.insert(key, DerivedLocal { local, hash, op });
+        };
+        let device = state.log.device.clone();
+        let sources = |state: &SyncRecord, turns: &[u64]| -> Option<Vec<OpId>> {
+            turns.iter().map(|t| state.turns.get(t).cloned()).collect()
+        };
+        let mut live: HashSet<String> = HashSet::new();
+        for e in self.distill.episodes.values() {
+            let key = by_local.get(&(true, e.id)).cloned().unwrap_or_else(|| format!("e:{device}:{}", e.id));
+            let Some(from) = sources(state, &e.turn_ids) else { continue };
+            live.insert(key.clone());
+            record(state, key, e.id, from, to_body(&episode_body(e))?);
+        }
+        let episode_key = |state: &SyncRecord, id: u64| {
+            state.derived.iter().find(|(k, d)| k.starts_with("e:") && d.local == id).map(|(k, _)| k.clone())
+        };
+        let fact_key = |id: u64| by_local.get(&(false, id)).cloned().unwrap_or_else(|| format!("f:{device}:{id}"));
+        for f in self.distill.facts.values() {
+            let key = fact_key(f.id);
+            let Some(from) = sources(state, &f.turn_ids) else { continue };
+            let body = fact_body(f, |e| episode_key(state, e), fact_key);
+            live.insert(key.clone());
+            record(state, key, f.id, from, to_body(&body)?);
+        }
+        let gone: Vec<String> = state.derived.keys().filter(|k| !live.contains(*k)).cloned().collect();
+        for key in gone {
+            state.derived.remove(&key);
+            state.log.record(Op::ForgetDerived { key });
+        }
         Ok(())
     }
 
@@ -276,9 +405,12 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         for (s, ids) in self.sessions.iter().zip(&self.session_turns) {
             held.sessions.insert(s.id.clone(), ids.iter().filter_map(|id| map.get(id).cloned()).collect());
         }
+        held.derived = state.derived.iter().map(|(k, d)| (k.clone(), d.op.clone())).collect();
+        let mut derived = state.derived.clone();
+        let device = state.log.device.clone();
         let plan = sync::plan(&held, &merged);
         let forgotten: HashSet<u64> = plan.forget.iter().filter_map(|op| local_of.get(op).copied()).collect();
-        let mut touched: Vec<String> = plan.sessions.into_keys().collect();
+        let mut touched: Vec<String> = plan.sessions.keys().cloned().collect();
         let size = self.config.unit_mode.size();
         for (s, ids) in self.sessions.iter().zip(&self.session_turns) {
             let retitled = merged.sessions.get(&s.id).is_some_and(|m| m.title != s.title);
@@ -293,7 +425,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         }
         touched.sort_unstable();
         touched.dedup();
-        if touched.is_empty() {
+        if touched.is_empty() && plan.put_derived.is_empty() && plan.delete_derived.is_empty() {
             return Ok(SyncApplied::default());
         }
 
@@ -386,20 +518,137 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let deleted_units: HashSet<u32> = batch.delete_units.iter().copied().collect();
         meta.embed_pending.retain(|id| !deleted_units.contains(id));
         map.retain(|id, _| !forgotten.contains(id));
-        batch.distill = self.distill.forget_turns(&forgotten);
+        batch.distill = self.apply_derived(&plan, &map, &mut derived, &forgotten, &device).await?;
+        applied.derived_changed = plan.put_derived.len() + plan.delete_derived.len();
         batch.meta = Some(meta);
         let state = self.sync.as_mut().ok_or_else(|| Error::invalid("this memory has not synced"))?;
-        let before = std::mem::replace(&mut state.turns, map);
+        let before = (std::mem::replace(&mut state.turns, map), std::mem::replace(&mut state.derived, derived));
         batch.sync = Some(encode(state)?);
         self.distill_epoch += 1;
         if let Err(e) = self.store.write(batch).await {
             if let Some(state) = self.sync.as_mut() {
-                state.turns = before;
+                (state.turns, state.derived) = before;
             }
             return Err(e);
         }
         self.reload().await?;
         Ok(applied)
+    }
+
+    /// The distillation write that makes the memory hold the merge's episodes and facts: those of forgotten turns
+    /// go (as `forget({ turn })` does, except that only this device's own turns are queued for distillation again:
+    /// each device distils the turns it wrote, and its episodes reach the others by sync), the merge's are put with
+    /// ids of this memory (`derived` maps their keys), links between them resolved by key, vectors embedded here.
+    async fn apply_derived(
+        &mut self,
+        plan: &sync::Plan,
+        map: &BTreeMap<u64, OpId>,
+        derived: &mut BTreeMap<String, DerivedLocal>,
+        forgotten: &HashSet<u64>,
+        device: &str,
+    ) -> Result<crate::types::distilled::DistillWrite> {
+        use crate::distill::TextEmbed;
+        let mut w = self.distill.forget_turns(forgotten);
+        let mut meta = w.meta.take().unwrap_or_else(|| self.distill.meta.clone());
+        meta.pending.retain(|t| map.get(t).is_some_and(|op| op.device == device));
+        for key in &plan.delete_derived {
+            if let Some(d) = derived.remove(key) {
+                match key.starts_with("e:") {
+                    true => w.delete_episodes.push(d.local),
+                    false => w.delete_facts.push(d.local),
+                }
+            }
+        }
+        // Episodes first (facts link to them), each under the id held for its key or a new one.
+        let mut puts: Vec<&sync::MergedDerived> = plan.put_derived.iter().collect();
+        puts.sort_by_key(|r| !r.record.key.starts_with("e:"));
+        for r in &puts {
+            let episode = r.record.key.starts_with("e:");
+            let local = derived.get(&r.record.key).map(|d| d.local).unwrap_or_else(|| {
+                let next = if episode { &mut meta.next_episode } else { &mut meta.next_fact };
+                *next += 1;
+                *next - 1
+            });
+            derived.insert(r.record.key.clone(), DerivedLocal { local, hash: 0, op: r.id.clone() });
+        }
+        let local_turn: HashMap<&OpId, u64> = map.iter().map(|(&id, op)| (op, id)).collect();
+        let local_of = |key: &str| derived.get(key).map(|d| d.local);
+        let (mut episodes, mut facts) = (Vec::new(), Vec::new());
+        for r in &puts {
+            let Some(local) = local_of(&r.record.key) else { continue };
+            let turns: Option<Vec<u64>> = r.record.sources.iter().map(|op| local_turn.get(op).copied()).collect();
+            let Some(mut turn_ids) = turns else { continue };
+            turn_ids.sort_unstable();
+            let bad = |e: serde_json::Error| Error::SyncFailed(format!("a distilled record of another device: {e}"));
+            if r.record.key.starts_with("e:") {
+                let b: EpisodeBody = serde_json::from_value(r.record.body.clone()).map_err(bad)?;
+                episodes.push(Episode {
+                    id: local,
+                    title: b.title,
+                    narrative: b.narrative,
+                    time: b.time,
+                    start: b.start,
+                    end: b.end,
+                    turn_ids,
+                    merged_from: Vec::new(),
+                    ingested: b.ingested,
+                    vector: Vec::new(),
+                });
+            } else {
+                let b: FactBody = serde_json::from_value(r.record.body.clone()).map_err(bad)?;
+                let linked = |keys: &[String], episode: bool| -> Vec<u64> {
+                    keys.iter().filter(|k| k.starts_with("e:") == episode).filter_map(|k| local_of(k)).collect()
+                };
+                facts.push(Fact {
+                    id: local,
+                    statement: b.statement,
+                    kind: b.kind,
+                    time: b.time,
+                    ingested: b.ingested,
+                    episode_ids: linked(&b.episodes, true),
+                    turn_ids,
+                    status: b.status,
+                    supersedes: linked(&b.supersedes, false),
+                    superseded_by: b.superseded_by.as_deref().and_then(local_of),
+                    origin: b.origin,
+                    vector: Vec::new(),
+                });
+            }
+        }
+        let texts: Vec<String> = episodes.iter().map(Episode::embed_text).collect();
+        for (e, v) in episodes.iter_mut().zip(self.embedder.embed_texts(&texts).await?) {
+            e.vector = v;
+        }
+        let texts: Vec<String> = facts.iter().map(|f| f.statement.clone()).collect();
+        for (f, v) in facts.iter_mut().zip(self.embedder.embed_texts(&texts).await?) {
+            f.vector = v;
+        }
+        // What the next recording will compare them with: their bodies as this memory holds them.
+        let key_of: HashMap<(bool, u64), String> =
+            derived.iter().map(|(k, d)| ((k.starts_with("e:"), d.local), k.clone())).collect();
+        for e in &episodes {
+            if let Some(d) = key_of.get(&(true, e.id)).and_then(|k| derived.get_mut(k)) {
+                d.hash = body_hash(&to_body(&episode_body(e))?);
+            }
+        }
+        for f in &facts {
+            let body = fact_body(
+                f,
+                |e| key_of.get(&(true, e)).cloned(),
+                |x| key_of.get(&(false, x)).cloned().unwrap_or_else(|| format!("f:{device}:{x}")),
+            );
+            if let Some(d) = key_of.get(&(false, f.id)).and_then(|k| derived.get_mut(k)) {
+                d.hash = body_hash(&to_body(&body)?);
+            }
+        }
+        let deleted_episodes: HashSet<u64> = w.delete_episodes.iter().copied().collect();
+        let deleted_facts: HashSet<u64> = w.delete_facts.iter().copied().collect();
+        w.episodes.retain(|e| !deleted_episodes.contains(&e.id));
+        w.facts.retain(|f| !deleted_facts.contains(&f.id));
+        w.episodes.extend(episodes);
+        w.facts.extend(facts);
+        w.meta = Some(meta);
+        Ok(w)
     }
 
     /// How many of `local`'s first turns (at most `wanted`, a multiple of the unit size) sit in units that are the
