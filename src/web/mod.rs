@@ -44,6 +44,10 @@ type Shared = memory::Shared<IdbStore, OnnxRuntime>;
 // The TypeScript types of the whole public API (options, results, errors), appended to the generated `loci.d.ts`.
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = include_str!("../web_types.ts");
+/// The sync API's types, only in a build that has it.
+#[cfg(feature = "sync")]
+#[wasm_bindgen(typescript_custom_section)]
+const TS_SYNC_TYPES: &'static str = include_str!("../web_types_sync.ts");
 
 /// The system rule and the fenced memory a chat puts around recalled memory (`recall().context`): what the
 /// `loci/ai-sdk` middleware adds to a prompt, the way `answer()` does. Not a string: `INVALID_INPUT`.
@@ -100,6 +104,9 @@ pub(crate) struct Leader {
     jobs: JobRunner,
     /// Embeds the rest of long texts in the background.
     embeds: EmbedRunner,
+    /// Syncs, on `memory.sync()` and in the background (feature `sync`).
+    #[cfg(feature = "sync")]
+    sync: sync::SyncRunner,
 }
 
 /// Encodes items that carry a `vector` (episodes, facts, scored ones) without it: vectors stay inside loci.

@@ -197,9 +197,19 @@ pub(super) async fn open_inner(
             "llm",
             "distill",
             "encryption",
+            "sync",
         ],
         "Memory.open options",
     )?;
+    let sync_option = Reflect::get(options, &"sync".into()).unwrap_or(JsValue::UNDEFINED);
+    #[cfg(feature = "sync")]
+    let background_sync = super::sync::SyncRunner::parse(&sync_option)?;
+    #[cfg(not(feature = "sync"))]
+    if !sync_option.is_undefined() {
+        return Err(Error::Unsupported(
+            "this build of loci has no sync: build it with the cargo feature `sync`".into(),
+        ));
+    }
     let encryption = parse_encryption(options)?;
     let llm_option = Reflect::get(options, &"llm".into()).unwrap_or(JsValue::UNDEFINED);
     let distill = parse_distill(&Reflect::get(options, &"distill".into()).unwrap_or(JsValue::UNDEFINED))?;
@@ -228,6 +238,7 @@ pub(super) async fn open_inner(
     let _ = Reflect::delete_property(&data, &"llm".into());
     let _ = Reflect::delete_property(&data, &"distill".into());
     let _ = Reflect::delete_property(&data, &"encryption".into());
+    let _ = Reflect::delete_property(&data, &"sync".into());
     let opts: OpenOptions = from_js(data.into(), "Memory.open options")?;
     if opts.name.trim().is_empty() || opts.name.len() > 200 {
         return Err(Error::invalid("`name` must be a non-empty string of at most 200 characters"));
@@ -312,6 +323,11 @@ pub(super) async fn open_inner(
             wasm_bindgen_futures::spawn_local(index_in_slices(shared.clone(), progress_callback.clone()));
             let embeds = EmbedRunner::new(shared.clone(), progress_callback.clone());
             embeds.start(); // long texts a reload interrupted
+            #[cfg(feature = "sync")]
+            let sync =
+                super::sync::SyncRunner::new(shared.clone(), jobs.clone(), progress_callback.clone(), background_sync);
+            #[cfg(feature = "sync")]
+            sync.start();
             let leader = Leader {
                 shared,
                 name: opts.name,
@@ -323,6 +339,8 @@ pub(super) async fn open_inner(
                 distill: distill.is_some(),
                 jobs,
                 embeds,
+                #[cfg(feature = "sync")]
+                sync,
             };
             Ok((leader, server))
         }

@@ -30,7 +30,7 @@ function plainError(error) {
 
 // The `onProgress` phases of work that runs in the leader alone (distillation jobs, the background embedding of long
 // messages) and that every tab of the memory wants to show; the others (open, tab role, closing) are the tab's own.
-const RELAYED_PHASES = new Set(["distill", "embedded", "embed"]);
+const RELAYED_PHASES = new Set(["distill", "embedded", "embed", "sync"]);
 
 function newId() {
   return globalThis.crypto.randomUUID();
