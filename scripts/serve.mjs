@@ -16,7 +16,7 @@ const types = {
   ".png": "image/png", ".svg": "image/svg+xml", ".ts": "text/plain", ".txt": "text/plain",
 };
 // Nothing else of the repository is exposed (bench: `npm run bench`; adapters: the demo's in-browser LLM uses loci/llm).
-const served = ["www", "pkg", "adapters", "bench"];
+const served = ["www", "pkg", "pkg-sync", "adapters", "bench"];
 
 /**
  * Serves on `listenPort`; `extra` top-level folders are exposed too (the reliability and end-to-end tests serve

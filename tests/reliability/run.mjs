@@ -75,6 +75,8 @@ run("several tabs on one memory (interleaved adds from 2 and 3 tabs; the leader 
   ["tests/reliability/multitab.test.mjs", "--json", join(dir, "multitab.json")], join(dir, "multitab.json"));
 await fuzz();
 await syncSoak();
+run("sync: two browser contexts through a real WebDAV server (concurrent writes, forgets, a crash mid-sync)", "node",
+  ["tests/sync/two-devices.test.mjs", "--json", join(dir, "two-devices.json")], join(dir, "two-devices.json"));
 console.log(`\nreliability: ${JSON.stringify(counts)}`);
 if (jsonPath) writeFileSync(jsonPath, JSON.stringify(counts, null, 2) + "\n");
 rmSync(dir, { recursive: true, force: true });
