@@ -1,9 +1,11 @@
 // The demo: a chat whose bot remembers across reloads. Every reply uses answer() with the configured LLM endpoint;
 // without one, the page shows the recalled and extractively pruned evidence instead. All memory text is rendered
 // with textContent: it is data, never markup. The API key stays in this page's memory unless "remember" is ticked.
+// "Sync" syncs the memory with a WebDAV folder (loci/sync); its password and passphrase are never stored.
 // "Run the model in this browser" loads a small GGUF model into wllama (served by this site, like the embedder) and
 // answers with it through loci/llm: then nothing leaves the device.
-import init, { Memory } from "../pkg/loci.js";
+// loci/sync: the library with sync (the default entry, ../pkg/loci.js, is the same without it).
+import init, { Memory } from "../pkg-sync/loci.js";
 import { fromWllama } from "../adapters/llm.js";
 import { SAMPLE, SAMPLE_QUESTIONS } from "./sample.js";
 
@@ -374,6 +376,33 @@ async function forget() {
   await refreshMeters();
 }
 
+// The sync panel's state line: what the last sync did, or why it failed.
+function showSync(text, isError = false) {
+  $("sync-state").textContent = text;
+  $("sync-state").classList.toggle("error", isError);
+}
+
+async function syncNow(event) {
+  event?.preventDefault();
+  const url = $("sync-url").value.trim();
+  if (!url) return showSync("A folder URL is needed.", true);
+  const remote = { url };
+  if ($("sync-user").value) Object.assign(remote, { username: $("sync-user").value, password: $("sync-password").value });
+  $("sync-now").disabled = true;
+  showSync("Syncing…");
+  try {
+    const r = await memory.sync({ remote, passphrase: $("sync-passphrase").value });
+    showSync(`Synced at ${new Date().toLocaleTimeString()}: sent ${r.opsSent} change(s), received ${r.segmentsReceived} ` +
+      `segment(s): ${r.turnsAdded} turn(s) added, ${r.turnsForgotten} forgotten, ${r.derivedChanged} episode(s)/fact(s).`);
+    await refreshMeters();
+    await refreshDistilled();
+  } catch (e) {
+    showSync(e.code === "BAD_KEY" ? "That passphrase does not open this folder's memory." : describeError(e), true);
+  } finally {
+    $("sync-now").disabled = false;
+  }
+}
+
 async function main() {
   await init();
   memory = await Memory.open({
@@ -382,6 +411,7 @@ async function main() {
     distill: true,
     onProgress: (e) => {
       if (e.phase === "distill") return distillProgress(e);
+      if (e.phase === "sync") return e.detail && e.detail !== "done" && showSync(`Syncing: ${e.detail}…`);
       if (e.phase === "closed") return setStatus(`Memory closed: ${e.detail} Reload the page.`, true);
       if (e.phase === "indexed") return; // the lexical index, built after open; nothing to show
       // A long message's other windows, embedded in the background after it was stored (it was recallable already).
@@ -412,6 +442,7 @@ async function main() {
     await refreshMeters();
   });
   $("distill").addEventListener("click", distill);
+  $("sync-form").addEventListener("submit", syncNow);
   restoreSettings();
   await refreshMeters();
   await refreshDistilled();

@@ -25,10 +25,18 @@ const llmPort = await new Promise((ok) => llmServer.stdout.on("data", (d) => {
   if (m) ok(m[1]);
 }));
 const llmUrl = `http://127.0.0.1:${llmPort}/v1`;
+// The user's WebDAV folder for the sync panel (rclone behind the sync tests' CORS proxy).
+const webdav = spawn("node", [join(root, "tests/webdav-server/server.mjs"), "0", "--exit-with-stdin"],
+  { stdio: ["pipe", "pipe", "inherit"] });
+const davPort = await new Promise((ok) => webdav.stdout.on("data", (d) => {
+  const m = /READY (\d+)/.exec(String(d));
+  if (m) ok(m[1]);
+}));
+const davUrl = `http://127.0.0.1:${davPort}`;
 // The demo runs under a strict Content-Security-Policy: no 'unsafe-eval', no 'unsafe-inline'; WebAssembly only.
 // `blob:` workers: wllama (the in-browser LLM) starts its worker from a blob of its own code.
 const csp = ["default-src 'self'", "script-src 'self' 'wasm-unsafe-eval'", "worker-src 'self' blob:",
-  `connect-src 'self' http://127.0.0.1:${llmPort}`].join("; ");
+  `connect-src 'self' http://127.0.0.1:${llmPort} ${davUrl}`].join("; ");
 const server = await serve(0, ["tests"], { "Content-Security-Policy": csp });
 const origin = `http://127.0.0.1:${server.address().port}`;
 // A hostname of the demo's own (see the telemetry check), treated as secure like localhost (Web Locks, caches).
@@ -253,6 +261,23 @@ try {
   assert.deepEqual(consoleViolations, [], "no CSP report in the console");
   console.log(`e2e: 0 CSP violations under "${csp}" (page and worker); the API key found 0 times at rest`);
 
+  // The sync panel: the memory goes to the user's WebDAV folder sealed; a wrong passphrase is told as such.
+  await page.evaluate(() => { document.getElementById("sync-panel").open = true; });
+  await page.fill("#sync-url", `${davUrl}/demo`);
+  await page.fill("#sync-passphrase", "demo sync passphrase");
+  await page.click("#sync-now");
+  await page.waitForFunction(() => /^Synced at|error/.test(document.getElementById("sync-state").textContent)
+    || document.getElementById("sync-state").classList.contains("error"), null, { timeout: 120_000 });
+  const synced = await page.textContent("#sync-state");
+  assert.match(synced, /^Synced at .*sent [1-9]\d* change/, synced);
+  await page.fill("#sync-passphrase", "another passphrase");
+  await page.click("#sync-now");
+  await page.waitForFunction(() => document.getElementById("sync-state").classList.contains("error"));
+  assert.match(await page.textContent("#sync-state"), /passphrase does not open/);
+  const davScan = await (await fetch(`${davUrl}/__canary?needle=${encodeURIComponent("demo sync passphrase")}`)).json();
+  assert.ok(davScan.files >= 3 && davScan.hits === 0, JSON.stringify(davScan));
+  console.log(`e2e: the demo synced with a WebDAV folder (${davScan.files} sealed files there): "${synced}"`);
+
   // A second tab of the demo works through the first (which holds the memory), and takes over when it closes.
   const second = await context.newPage();
   second.on("request", (r) => requests.push(r.url()));
@@ -355,7 +380,8 @@ try {
     + `tok/s; ${((Date.now() - localStarted) / 1000).toFixed(0)} s with the model's load)`);
   await inBrowser.close();
 
-  const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !/^(data|blob):/.test(u));
+  const foreign = requests.filter((u) => !u.startsWith(origin) && !u.startsWith(llmUrl) && !u.startsWith(davUrl)
+    && !/^(data|blob):/.test(u));
   assert.deepEqual(foreign, [], "nothing leaves the page but calls to the user's endpoint");
   console.log(`e2e demo: ok (${requests.length} requests: the page's origin and the configured endpoint only)`);
 } catch (e) {
@@ -367,5 +393,7 @@ try {
   await browser.close();
   server.close();
   llmServer.kill();
+  webdav.stdin.end();
+  webdav.kill();
 }
 process.exit(failed ? 1 : 0);
