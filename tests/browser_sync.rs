@@ -281,3 +281,54 @@ async fn two_memories_sync_through_memory_sync_over_a_real_webdav_server() {
         wait(m.close()).await.unwrap_or_else(|e| panic!("{e:?}"));
     }
 }
+
+#[cfg(feature = "sync")]
+#[wasm_bindgen_test]
+async fn the_open_option_syncs_in_the_background_with_a_key_the_app_holds() {
+    use js_sys::Reflect;
+    let folder = format!("{}/bg-{}", webdav_url(), js_sys::Date::now() as u64);
+    // An AES-GCM key the app holds (non-extractable), the same on both devices as an app would load it on each.
+    let generate = js_sys::Function::new_no_args(
+        "return crypto.subtle.generateKey({ name: 'AES-GCM', length: 256 }, false, ['encrypt', 'decrypt'])",
+    );
+    let key = wait(generate.call0(&wasm_bindgen::JsValue::NULL).unwrap_or_else(|e| panic!("{e:?}")).into())
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let open_syncing = |name: &'static str| {
+        let key = key.clone();
+        let folder = folder.clone();
+        async move {
+            delete(name).await;
+            let options = browser_common::open_options(name, "wasm", "");
+            let sync = js(&format!(r#"{{"remote": "{folder}", "everyMinutes": 0.01}}"#));
+            Reflect::set(&sync, &"key".into(), &key).unwrap_or_default();
+            Reflect::set(&options, &"sync".into(), &sync).unwrap_or_default();
+            browser_common::open_with(options).await.unwrap_or_else(|e| panic!("open: {e:?}"))
+        }
+    };
+    let phone = open_syncing("bg-phone").await;
+    let laptop = open_syncing("bg-laptop").await;
+    let turn = js(&format!(
+        r#"[{{"speaker": "Ana", "content": "{CANARY}: the ferry leaves at nine.", "time": 1700000000000}}]"#
+    ));
+    wait(phone.add_messages(turn, js(r#"{"session": "ferry"}"#))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    // No call to sync: the phone sends it within a period (0.6 s), the laptop fetches it within one.
+    let mut waited = 0;
+    while contents(&laptop).await.is_empty() {
+        assert!(waited < 60_000, "the laptop never got the phone's turn by background sync");
+        browser_common::sleep_ms(200).await;
+        waited += 200;
+    }
+    assert_eq!(contents(&laptop).await, contents(&phone).await);
+    // A sync without options uses the open's; a wrong option is refused at open.
+    let r = wait(laptop.sync(wasm_bindgen::JsValue::UNDEFINED)).await.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(num(&r, "turnsAdded"), 0.0);
+    let bad =
+        browser_common::open_options("bg-bad", "wasm", r#", "sync": {"remote": "x", "passphrase": "p", "every": 1}"#);
+    let refused = browser_common::open_with(bad).await.err().map(|e| code(&e));
+    assert_eq!(refused.as_deref(), Some("INVALID_INPUT"));
+    assert_eq!(canary_hits(CANARY).await, 0.0, "the canary is on the server");
+    for m in [phone, laptop] {
+        wait(m.close()).await.unwrap_or_else(|e| panic!("{e:?}"));
+    }
+}

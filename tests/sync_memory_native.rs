@@ -601,3 +601,60 @@ fn episodes_and_facts_distilled_on_one_device_reach_the_other_and_go_with_their_
     assert_eq!(distilled(&laptop), distilled(&phone));
     assert_eq!(sessions_told(&laptop).len(), 2, "{:?}", distilled(&laptop));
 }
+
+/// What a sync costs against the writes it carries: one memory adds `LOCI_SYNC_BENCH_TURNS` turns (default 400, in
+/// sessions of 20), sends them, and another takes them in (stores, embeds). Prints the times and the ratio of the
+/// receiving sync to the adds (both embed the same units). Ignored: a figure for docs/BENCHMARKS.md, not a test.
+#[test]
+#[ignore]
+fn sync_costs_about_what_adding_the_turns_costs() {
+    let turns: usize = std::env::var("LOCI_SYNC_BENCH_TURNS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let server = RcloneWebDav::start();
+    let remote = WebDav::new(&format!("{}/bench", server.url), None, Ureq::default());
+    let key = TestCipher::new(10);
+    let (mut phone, mut laptop) = (open(MemStore::new()), open(MemStore::new()));
+    const TOPICS: [&str; 8] = [
+        "the glacier hike",
+        "sourdough",
+        "the quarterly report",
+        "physio for my knee",
+        "the Lisbon flight",
+        "guitar lessons",
+        "the tomato garden",
+        "the marathon",
+    ];
+    let texts: Vec<String> = (0..turns)
+        .map(|i| format!("Message {i}: we talked about {} again, and what to do next week.", TOPICS[i * 7 % 8]))
+        .collect();
+    let started = std::time::Instant::now();
+    for (s, chunk) in texts.chunks(20).enumerate() {
+        let messages: Vec<_> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let time =
+                    chrono::DateTime::from_timestamp_millis(1_683_540_000_000 + (s * 86_400 + i * 60) as i64 * 1000);
+                msg(if i % 2 == 0 { "Ana" } else { "Ben" }, t, &time.map(|t| t.to_rfc3339()).unwrap_or_default())
+            })
+            .collect();
+        block_on(phone.add_messages(&messages, Some(&format!("s{s}")), 0.0)).expect("add");
+    }
+    let add = started.elapsed().as_secs_f64();
+    let started = std::time::Instant::now();
+    let sent = sync(&mut phone, &remote, &key, 'a');
+    let send = started.elapsed().as_secs_f64();
+    let started = std::time::Instant::now();
+    let got = sync(&mut laptop, &remote, &key, 'b');
+    let receive = started.elapsed().as_secs_f64();
+    assert_eq!((sent.ops_sent, got.turns_added), (turns, turns));
+    let started = std::time::Instant::now();
+    let idle = sync(&mut laptop, &remote, &key, 'b');
+    let nothing = started.elapsed().as_secs_f64();
+    assert_eq!(idle.turns_added, 0);
+    let bytes: usize = server.stored().iter().map(|(_, b)| b.len()).sum();
+    eprintln!(
+        "sync bench: {turns} turns: add {add:.2} s, send {send:.2} s, receive {receive:.2} s ({:.2}x the adds), \
+         a sync with nothing new {nothing:.3} s; {bytes} bytes on the server",
+        receive / add
+    );
+}

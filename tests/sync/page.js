@@ -8,9 +8,11 @@ const embedder = { device: "wasm", modelUrl: "/www/assets/model/model.onnx",
 let memory = null;
 
 window.device = {
-  async open(name) {
+  /** Opens memory `name`; with `llmUrl`, it distils (Nemori, autoRun off: the test flushes) with that endpoint. */
+  async open(name, llmUrl) {
     await init();
-    memory = await Memory.open({ name, embedder, onProgress: (e) => {
+    const distilling = llmUrl ? { distill: { autoRun: false }, llm: { baseUrl: llmUrl, model: "scripted" } } : {};
+    memory = await Memory.open({ name, embedder, ...distilling, onProgress: (e) => {
       if (e.phase === "sync" && window.syncPhase) window.syncPhase(e.detail ?? "error");
     } });
   },
@@ -39,6 +41,19 @@ window.device = {
       out.push([s.id, turns]);
     }
     return out.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  },
+  async flush() {
+    return memory.flush();
+  },
+  /** Episodes and facts as a user sees them: what they say and the texts of the turns they cite, sorted. */
+  async distilled() {
+    const text = new Map();
+    for (const s of await memory.sessions()) for (const t of await memory.sessionTurns(s.id)) text.set(t.id, t.text);
+    const episodes = (await memory.episodes()).map((e) => [e.title, e.narrative, e.turnIds.map((id) => text.get(id))]);
+    const facts = (await memory.facts({ includeSuperseded: true }))
+      .map((f) => [f.statement, f.status, f.turnIds.map((id) => text.get(id))]);
+    const sorted = (list) => list.map((x) => JSON.stringify(x)).sort();
+    return { episodes: sorted(episodes), facts: sorted(facts) };
   },
   async recallTop(query) {
     return (await memory.recall(query, { k: 1 })).sessions[0]?.id ?? null;
