@@ -43,3 +43,8 @@ export interface SyncProgressEvent {
   report?: SyncReport;
   error?: LociError;
 }
+
+/** `sync()` without options uses the open's `sync` option (declarations merge into the class). */
+export interface Memory {
+  sync(options?: SyncOptions): Promise<SyncReport>;
+}

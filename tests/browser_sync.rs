@@ -294,20 +294,24 @@ async fn the_open_option_syncs_in_the_background_with_a_key_the_app_holds() {
     let key = wait(generate.call0(&wasm_bindgen::JsValue::NULL).unwrap_or_else(|e| panic!("{e:?}")).into())
         .await
         .unwrap_or_else(|e| panic!("{e:?}"));
-    let open_syncing = |name: &'static str| {
+    let open_syncing = |name: &'static str, fresh: bool| {
         let key = key.clone();
         let folder = folder.clone();
         async move {
-            delete(name).await;
-            let options = browser_common::open_options(name, "wasm", "");
+            if fresh {
+                delete(name).await;
+            }
+            // The laptop's memory is encrypted at rest: its sync record is sealed like the rest.
+            let at_rest = if name == "bg-laptop" { r#", "encryption": {"passphrase": "at rest"}"# } else { "" };
+            let options = browser_common::open_options(name, "wasm", at_rest);
             let sync = js(&format!(r#"{{"remote": "{folder}", "everyMinutes": 0.01}}"#));
             Reflect::set(&sync, &"key".into(), &key).unwrap_or_default();
             Reflect::set(&options, &"sync".into(), &sync).unwrap_or_default();
             browser_common::open_with(options).await.unwrap_or_else(|e| panic!("open: {e:?}"))
         }
     };
-    let phone = open_syncing("bg-phone").await;
-    let laptop = open_syncing("bg-laptop").await;
+    let phone = open_syncing("bg-phone", true).await;
+    let laptop = open_syncing("bg-laptop", true).await;
     let turn = js(&format!(
         r#"[{{"speaker": "Ana", "content": "{CANARY}: the ferry leaves at nine.", "time": 1700000000000}}]"#
     ));
@@ -319,6 +323,10 @@ async fn the_open_option_syncs_in_the_background_with_a_key_the_app_holds() {
         browser_common::sleep_ms(200).await;
         waited += 200;
     }
+    assert_eq!(contents(&laptop).await, contents(&phone).await);
+    // Reopened (its sync record read back and opened with the memory's key), the laptop has nothing new to take.
+    wait(laptop.close()).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let laptop = open_syncing("bg-laptop", false).await;
     assert_eq!(contents(&laptop).await, contents(&phone).await);
     // A sync without options uses the open's; a wrong option is refused at open.
     let r = wait(laptop.sync(wasm_bindgen::JsValue::UNDEFINED)).await.unwrap_or_else(|e| panic!("{e:?}"));

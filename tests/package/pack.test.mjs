@@ -78,6 +78,23 @@ export function describe(e: DistillProgressEvent): string {
   return "error" in e ? e.error.code : \`\${e.job}: \${e.jobsLeft} left\`;
 }
 `);
+  // loci/sync: the same API and sync, under its own subpath.
+  assert.ok(readdirSync(join(installed, "pkg-sync")).includes("loci_bg.wasm"), "pkg-sync/ in the package");
+  writeFileSync(join(app, "sync.ts"), `
+import init, { Memory, type SyncReport, type SyncOptions, type SyncProgressEvent } from "loci/sync";
+export async function syncDemo(passphrase: string): Promise<number> {
+  await init();
+  const remote = { url: "https://cloud.example/dav/loci", username: "alice", password: "pw" };
+  const memory = await Memory.open({ name: "alice", sync: { remote, passphrase, everyMinutes: 5 },
+    onProgress: (e) => console.log(e.phase) });
+  const options: SyncOptions = { remote: remote.url, passphrase, signal: new AbortController().signal };
+  const r: SyncReport = await memory.sync(options);
+  await memory.sync();
+  await memory.recall("hobbies?");
+  return r.opsSent + r.turnsAdded + r.derivedChanged;
+}
+export const told = (e: SyncProgressEvent): string => e.detail ?? e.error?.code ?? "";
+`);
   // The adapters: the AI SDK middleware where `wrapLanguageModel` takes one, LangChain's retriever and history where
   // LangChain's own types take them.
   writeFileSync(join(app, "adapters.ts"), `
@@ -148,7 +165,7 @@ export async function inBrowser(memory: Memory): Promise<number> {
   writeFileSync(join(app, "quickstart.ts"), `export {};\n${quickStart[1]}`);
   writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
     compilerOptions: { strict: true, noEmit: true, target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022", "dom"], types: [] },
-    files: ["consumer.ts", "quickstart.ts"],
+    files: ["consumer.ts", "quickstart.ts", "sync.ts"],
   }));
   const typeChecks = [tsc("tsconfig.json", app)];
   // The same consumer under Node's own module rules (node16 / nodenext): the package must read as ES modules there
