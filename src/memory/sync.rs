@@ -412,13 +412,22 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         let forgotten: HashSet<u64> = plan.forget.iter().filter_map(|op| local_of.get(op).copied()).collect();
         let mut touched: Vec<String> = plan.sessions.keys().cloned().collect();
         let size = self.config.unit_mode.size();
+        // Each session's units, by session number, in one pass over them.
+        let mut units_of: Vec<Vec<super::units::UnitRef>> = vec![Vec::new(); self.sessions.len()];
+        for u in self.units.iter() {
+            if let Some(list) = units_of.get_mut(u.session as usize) {
+                list.push(u);
+            }
+        }
+        let none = Vec::new();
+        let session_units = |session: &str| self.session_index.get(session).map_or(&none, |&n| &units_of[n as usize]);
         for (s, ids) in self.sessions.iter().zip(&self.session_turns) {
             let retitled = merged.sessions.get(&s.id).is_some_and(|m| m.title != s.title);
             // A local `forget({ turn })` leaves a unit of another shape: rewritten, so every device holds the same.
             let whole = ids.len() - ids.len() % size;
             if retitled
                 || ids.iter().any(|id| forgotten.contains(id))
-                || self.positional_prefix(&s.id, ids, whole) != whole
+                || positional_prefix(session_units(&s.id), ids, whole, size) != whole
             {
                 touched.push(s.id.clone());
             }
@@ -439,9 +448,7 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 // Every turn forgotten: the session goes.
                 batch.delete_sessions.push(session.to_string());
                 batch.delete_turns.extend(local);
-                if let Some(&n) = self.session_index.get(session) {
-                    batch.delete_units.extend(self.units.iter().filter(|u| u.session == n).map(|u| u.id));
-                }
+                batch.delete_units.extend(session_units(session).iter().map(|u| u.id));
                 continue;
             };
             // The first position where the memory's order and the merge's differ (a forgotten turn, another one).
@@ -450,16 +457,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
                 .zip(&target.turns)
                 .position(|(id, t)| forgotten.contains(id) || local_of.get(&t.id) != Some(id))
                 .unwrap_or(local.len().min(target.turns.len()));
-            let start = self.positional_prefix(session, local, differs - differs % size);
+            let start = positional_prefix(session_units(session), local, differs - differs % size, size);
             if start < local.len() || start < target.turns.len() {
                 applied.sessions_rewritten += 1;
             }
-            if let Some(&n) = self.session_index.get(session) {
-                let kept: HashSet<u64> = local[..start].iter().copied().collect();
-                let from_start =
-                    self.units.iter().filter(|u| u.session == n && !u.turn_ids.iter().all(|t| kept.contains(t)));
-                batch.delete_units.extend(from_start.map(|u| u.id));
-            }
+            let kept: HashSet<u64> = local[..start].iter().copied().collect();
+            let from_start = session_units(session).iter().filter(|u| !u.turn_ids.iter().all(|t| kept.contains(t)));
+            batch.delete_units.extend(from_start.map(|u| u.id));
             let tail_ids: HashSet<u64> =
                 target.turns[start..].iter().filter_map(|t| local_of.get(&t.id).copied()).collect();
             batch.delete_turns.extend(local[start..].iter().filter(|id| !tail_ids.contains(id)));
@@ -650,32 +654,30 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         w.meta = Some(meta);
         Ok(w)
     }
+}
 
-    /// How many of `local`'s first turns (at most `wanted`, a multiple of the unit size) sit in units that are the
-    /// session's positional chunks ((0,1), (2,3)… for pairs), so that the units before stay as a rewrite from there
-    /// would make them. 0 when a local `forget({ turn })` left a unit of another shape before `wanted`.
-    fn positional_prefix(&self, session: &str, local: &[u64], wanted: usize) -> usize {
-        let Some(&n) = self.session_index.get(session) else { return 0 };
-        let size = self.config.unit_mode.size();
-        let position: HashMap<u64, usize> = local.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-        let mut covered = 0;
-        for u in self.units.iter().filter(|u| u.session == n) {
-            let Some(&first) = u.turn_ids.first().and_then(|t| position.get(t)) else { return 0 };
-            if first >= wanted {
-                continue;
-            }
-            let chunk = first % size == 0
-                && u.turn_ids.iter().enumerate().all(|(i, t)| position.get(t) == Some(&(first + i)))
-                && (u.turn_ids.len() == size || first + u.turn_ids.len() == local.len());
-            if !chunk || first + u.turn_ids.len() > wanted {
-                return 0;
-            }
-            covered += u.turn_ids.len();
+/// How many of `local`'s first turns (at most `wanted`, a multiple of the unit size) sit in units (`units`, the
+/// session's) that are its positional chunks ((0,1), (2,3)… for pairs), so that the units before stay as a rewrite
+/// from there would make them. 0 when a local `forget({ turn })` left a unit of another shape before `wanted`.
+fn positional_prefix(units: &[super::units::UnitRef], local: &[u64], wanted: usize, size: usize) -> usize {
+    let position: HashMap<u64, usize> = local.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let mut covered = 0;
+    for u in units {
+        let Some(&first) = u.turn_ids.first().and_then(|t| position.get(t)) else { return 0 };
+        if first >= wanted {
+            continue;
         }
-        if covered == wanted {
-            wanted
-        } else {
-            0
+        let chunk = first % size == 0
+            && u.turn_ids.iter().enumerate().all(|(i, t)| position.get(t) == Some(&(first + i)))
+            && (u.turn_ids.len() == size || first + u.turn_ids.len() == local.len());
+        if !chunk || first + u.turn_ids.len() > wanted {
+            return 0;
         }
+        covered += u.turn_ids.len();
+    }
+    if covered == wanted {
+        wanted
+    } else {
+        0
     }
 }
