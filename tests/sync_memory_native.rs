@@ -239,6 +239,18 @@ fn forget_all_on_one_device_empties_both_and_what_comes_after_syncs() {
     sync(&mut phone, &remote, &key, 'a');
     sync(&mut laptop, &remote, &key, 'b');
     assert_eq!(laptop.stats().turns, 1);
+    // A forgetAll whose log write is refused changes nothing, and a sync after it sends what the memory holds.
+    phone_store.fail_writes_after(0);
+    assert!(block_on(phone.forget_all()).is_err(), "the store refused the write");
+    phone_store.set_fail_writes(false);
+    assert_eq!(texts(&phone), ["We hiked to the glacier lake."]);
+    assert_eq!(sync(&mut phone, &remote, &key, 'a').ops_sent, 0, "nothing new, no forget sent");
+    // One whose clear fails after the log took the forget: until it is finished, nothing is recorded.
+    phone_store.fail_writes_after(1);
+    assert!(block_on(phone.forget_all()).is_err(), "the second write (after the clear) was refused");
+    phone_store.set_fail_writes(false);
+    let unfinished = block_on(phone.sync(&remote, &key, device_id('a'))).err().map(|e| e.code());
+    assert_eq!(unfinished, Some("STORAGE_FAILED"));
     block_on(phone.forget_all()).expect("forget all");
     // Reopened right after: the log keeps the forget, and nothing forgotten is recorded again.
     drop(phone);

@@ -671,13 +671,13 @@ impl<S: Store, R: Runtime> Memory<S, R> {
             delete_sessions: vec![id.to_string()],
             distill: self.distill.forget_turns(&turns),
             #[cfg(feature = "sync")]
-            sync: sync.clone(),
+            sync: sync.as_ref().map(|(_, bytes)| bytes.clone()),
             ..Default::default()
         };
         self.distill_epoch += 1;
         self.store.write(batch).await?;
         #[cfg(feature = "sync")]
-        self.adopt_sync_record(sync)?;
+        self.adopt_sync_record(sync.map(|(record, _)| record));
         self.reload().await
     }
 

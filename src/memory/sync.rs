@@ -164,12 +164,6 @@ impl<S: Store, R: Runtime> Memory<S, R> {
         self.sync.as_ref().map(|s| s.log.device.as_str())
     }
 
-    /// Operations made here that no server holds yet (turns added since the last sync count only once recorded, at
-    /// the start of a sync).
-    pub fn sync_unsent(&self) -> usize {
-        self.sync.as_ref().map_or(0, |s| s.log.unsent())
-    }
-
     /// Called by open: finishes a `forget_all` that a crash cut between its log write and the clear.
     /// Returns whether it cleared (the memory must then be opened again).
     pub(super) async fn resume_sync_clear(&mut self) -> Result<bool> {
@@ -183,42 +177,51 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// `forget_all` of a memory that syncs: the `forgetAll` goes into the log (with nothing mapped any more) before
     /// the store is cleared; the clear keeps the sync record.
     pub(super) async fn record_forget_all(&mut self) -> Result<bool> {
-        let Some(state) = self.sync.as_mut() else { return Ok(false) };
-        state.log.record(Op::ForgetAll);
-        state.turns.clear();
-        state.intents.clear();
-        state.derived.clear();
-        state.clearing = true;
-        let sync = Some(encode(state)?);
-        self.store.write(WriteBatch { sync, ..Default::default() }).await?;
+        let Some((record, bytes)) = self.changed_record(|state| {
+            state.log.record(Op::ForgetAll);
+            state.turns.clear();
+            state.intents.clear();
+            state.derived.clear();
+            state.clearing = true;
+        })?
+        else {
+            return Ok(false);
+        };
+        self.store.write(WriteBatch { sync: Some(bytes), ..Default::default() }).await?;
+        self.sync = Some(record);
         self.clear_synced().await?;
         Ok(true)
     }
 
     async fn clear_synced(&mut self) -> Result<()> {
         self.store.clear().await?;
-        if let Some(state) = self.sync.as_mut() {
-            state.clearing = false;
-            let sync = Some(encode(state)?);
-            self.store.write(WriteBatch { sync, ..Default::default() }).await?;
+        if let Some((record, bytes)) = self.changed_record(|state| state.clearing = false)? {
+            self.store.write(WriteBatch { sync: Some(bytes), ..Default::default() }).await?;
+            self.sync = Some(record);
         }
         Ok(())
     }
 
-    /// The record `forget_session` writes with its batch (when this memory syncs): the intent to send.
-    pub(super) fn forget_session_intent(&self, session: &str) -> Result<Option<Vec<u8>>> {
-        let Some(state) = self.sync.as_ref() else { return Ok(None) };
-        let mut state = state.clone();
-        state.intents.push(ForgetIntent { session: session.to_string(), before: self.meta.next_turn });
-        encode(&state).map(Some)
+    /// The sync record with `change` made, and its bytes for a write (`None` when this memory never synced): the
+    /// caller keeps it in RAM once the write has committed, so that a refused write changes nothing.
+    fn changed_record(&self, change: impl FnOnce(&mut SyncRecord)) -> Result<Option<(SyncRecord, Vec<u8>)>> {
+        let Some(mut record) = self.sync.clone() else { return Ok(None) };
+        change(&mut record);
+        let bytes = encode(&record)?;
+        Ok(Some((record, bytes)))
     }
 
-    /// After a write that carried [`forget_session_intent`](Self::forget_session_intent)'s record: the same in RAM.
-    pub(super) fn adopt_sync_record(&mut self, bytes: Option<Vec<u8>>) -> Result<()> {
-        if let Some(bytes) = bytes {
-            self.sync = Some(decode(&bytes)?);
+    /// The record `forget_session` writes with its batch (when this memory syncs): the intent to send. Kept in RAM
+    /// by [`adopt_sync_record`](Self::adopt_sync_record) once that write commits.
+    pub(super) fn forget_session_intent(&self, session: &str) -> Result<Option<(SyncRecord, Vec<u8>)>> {
+        let before = self.meta.next_turn;
+        self.changed_record(|state| state.intents.push(ForgetIntent { session: session.to_string(), before }))
+    }
+
+    pub(super) fn adopt_sync_record(&mut self, record: Option<SyncRecord>) {
+        if record.is_some() {
+            self.sync = record;
         }
-        Ok(())
     }
 
     /// One whole sync against `remote` under the sync key `cipher` (`BAD_KEY` before anything is sent when the
@@ -293,6 +296,10 @@ impl<S: Store, R: Runtime> Memory<S, R> {
     /// Records, as operations, what the memory holds that the log does not say yet (see the module's comment).
     fn record_changes(&mut self) -> Result<()> {
         let Some(state) = self.sync.as_mut() else { return Ok(()) };
+        if state.clearing {
+            // What the memory holds now is what `forgetAll` forgot: recorded, it would come back everywhere.
+            return Err(Error::Storage("forgetAll did not finish: forget all again, or open the memory again".into()));
+        }
         let merged = state.log.state()?;
         let session_of: HashMap<&OpId, &str> = merged.turns().map(|(s, t)| (&t.id, s)).collect();
         let forgotten_sessions: HashSet<&str> = state.intents.iter().map(|i| i.session.as_str()).collect();
