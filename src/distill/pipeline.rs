@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::model::{DistillItem, DistillState, DistillWrite, Episode, Fact, FactStatus, Job, JobKind};
 use super::{cosine, segment, DistillConfig, TextEmbed};
 use crate::error::{Error, Result};
-use crate::llm::fit::{cap_text, chat_json_fitted, input_budget, prompt_tokens, Count};
+use crate::llm::fit::{cap_text, chat_json_fitted, input_budget, prompt_tokens, reply_limit, Count};
 use crate::llm::prompts::distill as p;
 use crate::llm::structured::Structured;
 use crate::llm::{AbortSignal, ChatMessage, JsonSchema, Llm, LlmRequest, PhaseCounters};
@@ -95,8 +95,9 @@ async fn call<T: DeserializeOwned>(
     spend: &mut Spend,
 ) -> Result<T> {
     let max_output = input.config.max_tokens.map_or(max_output, |m| m.min(max_output));
-    // Free text (narratives, predictions): a small model at temperature 0 can loop on one sentence until its cap.
-    let free_text = matches!(phase, Phase::Narrate | Phase::Merge | Phase::Predict);
+    // Free text (narratives, predictions, statements): a small model at temperature 0 can loop on one sentence
+    // until its cap.
+    let free_text = matches!(phase, Phase::Narrate | Phase::Merge | Phase::Predict | Phase::Distill);
     let request = LlmRequest {
         json_schema: Some(schema),
         max_tokens: Some(max_output),
@@ -128,10 +129,17 @@ pub(crate) fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
     Job { id, work, attempts: 0, rate_limited: 0, next_try: now, parked: false, last_error: None, created: now }
 }
 
+/// The most any step's reply may take, in tokens.
+const MAX_OUTPUT: u32 = 2_048;
+
+/// A narrated group's reply at most: its title and narrative at the schema's caps
+/// (`p::NARRATE_TITLE_CHARS` + `p::NARRATE_NARRATIVE_CHARS`, ~4 characters a token) and its keys.
+const NARRATE_GROUP_TOKENS: u32 = 200;
+
 /// Output caps per step, in tokens: what the reply's JSON needs with room to spare (a small model that rambles
 /// stops here rather than at 4,000 tokens, minutes later).
 fn output_cap(per_item: u32, items: usize) -> u32 {
-    (100 + per_item * items as u32).min(2_048)
+    (100 + per_item * items as u32).min(MAX_OUTPUT)
 }
 
 /// Lines with their texts cut to `cap` characters (see [`crate::llm::fit`]).
@@ -210,11 +218,15 @@ async fn segment_job(session: &str, last: bool, input: &JobInput<'_>, spend: &mu
     Ok(w)
 }
 
-/// `YYYY-MM-DD` from the model → epoch ms, else `fallback`.
-fn event_time(date: &str, fallback: TimeMs) -> TimeMs {
+/// `YYYY-MM-DD` from the model → epoch ms, else `start`. A date after the day the episode's last line was said
+/// (`end`) is a guess, not an event told of: qwen2.5-coder-0.5b dated the groups of one conversation a day apart,
+/// each after the last (2023-06-10, -11, -12, … for lines of 2023-06-09).
+fn event_time(date: &str, start: TimeMs, end: TimeMs) -> TimeMs {
+    const DAY_MS: f64 = 86_400_000.0;
     let d = date.trim();
     let d = d.get(..10).filter(|_| d.len() >= 10).unwrap_or(d);
-    parse_time(&TimeInput::Text(d.into())).unwrap_or(fallback)
+    let last_day = (end / DAY_MS).floor() * DAY_MS;
+    parse_time(&TimeInput::Text(d.into())).ok().filter(|&t| t < last_day + DAY_MS).unwrap_or(start)
 }
 
 fn nearest<'a, T>(v: &[f32], items: impl Iterator<Item = (&'a [f32], T)>, k: usize, floor: f32) -> Vec<(f32, T)> {
@@ -248,7 +260,7 @@ async fn narrate_job(
             break;
         }
         // Numbered as asked (1, 2, … of this call), so that the labels and the reply's groups agree.
-        let prompt_groups: Vec<Vec<p::Line>> = missing
+        let mut prompt_groups: Vec<Vec<p::Line>> = missing
             .iter()
             .enumerate()
             .map(|(k, &g)| {
@@ -259,10 +271,23 @@ async fn narrate_job(
                     .collect()
             })
             .collect();
+        // Room for each group's title and narrative at their schema caps, so that a reply the grammar bounds always
+        // ends: as many groups as the reply's limit and the model's window hold, the rest in the next call. (One
+        // call for a session's 11 groups got 1,024 tokens, a 4,096-token window's reply limit, and was cut each time.)
+        let reply = reply_limit(input.llm.context_tokens()).min(MAX_OUTPUT);
+        let mut take = prompt_groups.len().min((reply.saturating_sub(100) / NARRATE_GROUP_TOKENS).max(1) as usize);
+        let fits = |n: usize| {
+            let output = output_cap(NARRATE_GROUP_TOKENS, n);
+            prompt_tokens(&p::narrate(&prompt_groups[..n]), input.count)
+                <= input_budget(input.llm.context_tokens(), output)
+        };
+        while take > 1 && !fits(take) {
+            take -= 1;
+        }
+        prompt_groups.truncate(take);
+        let missing = &missing[..take];
         let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
-        // A narrative keeps every concrete detail: about a sentence per line narrated (qwen2.5-1.5b needed ~400
-        // tokens for a 20-line group and failed at a cap of 350).
-        let max_output = output_cap(40, prompt_groups.iter().map(Vec::len).sum());
+        let max_output = output_cap(NARRATE_GROUP_TOKENS, prompt_groups.len());
         let reply: p::NarrateReply =
             call(Phase::Narrate, &build, p::narrate_schema(prompt_groups.len()), max_output, input, spend).await?;
         let mut progress = false;
@@ -292,7 +317,7 @@ async fn narrate_job(
             title,
             // What the model left relative ("yesterday") gets its date, counted from when the episode was said.
             narrative: crate::text::relative::anchor_relative_dates(n.narrative.trim(), start),
-            time: event_time(&n.date, start),
+            time: event_time(&n.date, start, end),
             start,
             end,
             turn_ids,
@@ -499,25 +524,36 @@ async fn distill_job(
             .collect();
         p::distill(&items)
     };
-    // Facts: at most a few per line, each a short sentence with its evidence ids.
-    let max_output = output_cap(40, prompt.iter().map(|i| i.lines.len()).sum());
-    let reply: p::DistillReply = call(Phase::Distill, &build, p::distill_schema(), max_output, input, spend).await?;
+    // One entry per line: room for its statement at the schema's cap (~50 tokens) and the entry's keys.
+    let max_output = output_cap(64, prompt.iter().map(|i| i.lines.len()).sum());
+    let labels: Vec<String> = prompt.iter().flat_map(|i| i.lines.iter().map(|l| l.label.clone())).collect();
+    let reply: p::DistillReply =
+        call(Phase::Distill, &build, p::distill_schema(&labels), max_output, input, spend).await?;
     let mut fresh: Vec<Fact> = Vec::new();
     for f in reply.facts {
-        let Some((e, ts)) = f.episode.checked_sub(1).and_then(|k| items.get(k)) else { continue };
+        // `e.n`: episode e's line n (1-based).
+        let label = |l: &str| -> Option<(usize, usize)> {
+            let (ep, n) = l.trim().trim_matches(['[', ']']).split_once('.')?;
+            Some((ep.parse().ok()?, n.parse().ok()?))
+        };
+        // The per-line shape names its episode by its line; the episode-level shape names it and cites lines.
+        let (episode, cited): (usize, Vec<&String>) = match label(&f.line) {
+            Some((ep, _)) => (ep, std::iter::once(&f.line).chain(&f.evidence).collect()),
+            None => (f.episode, f.evidence.iter().collect()),
+        };
+        let Some((e, ts)) = episode.checked_sub(1).and_then(|k| items.get(k)) else { continue };
         let statement = f.statement.split_whitespace().collect::<Vec<_>>().join(" ");
         if statement.is_empty() || fresh.iter().any(|x| x.statement.eq_ignore_ascii_case(&statement)) {
             continue;
         }
-        let mut turn_ids: Vec<u64> = f
-            .evidence
-            .iter()
-            .filter_map(|label| {
-                let (ep, n) = label.trim().trim_matches(['[', ']']).split_once('.')?;
-                if ep.parse::<usize>().ok()? != f.episode {
+        let mut turn_ids: Vec<u64> = cited
+            .into_iter()
+            .filter_map(|l| {
+                let (ep, n) = label(l)?;
+                if ep != episode {
                     return None;
                 }
-                Some(ts.get(n.parse::<usize>().ok()?.checked_sub(1)?)?.id)
+                Some(ts.get(n.checked_sub(1)?)?.id)
             })
             .collect();
         if turn_ids.is_empty() {

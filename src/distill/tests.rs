@@ -129,8 +129,8 @@ fn windows_carry_left_out_turns_over_until_the_session_ends() {
     let llm = ScriptedLlm::new([
         ok(serde_json::json!({"groups": [[0, 1, 2], [3, 9]]})),
         ok(serde_json::json!({"episodes": [
-            {"group": 1, "title": "Middle", "narrative": "Ben answers.", "date": ""},
-            {"group": 2, "title": "End", "narrative": "They part.", "date": "2023-05-09"}]})),
+            {"group": 1, "title": "Middle", "narrative": "Ben answers.", "date": "2023-05-10"},
+            {"group": 2, "title": "End", "narrative": "They part.", "date": "2023-05-01"}]})),
     ]);
     rig.step(&llm).unwrap();
     assert!(rig.state.meta.pending.is_empty());
@@ -139,8 +139,41 @@ fn windows_carry_left_out_turns_over_until_the_session_ends() {
     assert_eq!(covered, (1..=6).collect::<HashSet<u64>>(), "every turn belongs to an episode");
     let end = rig.state.episodes.values().find(|e| e.title == "End").unwrap();
     assert_eq!(end.turn_ids, vec![5, 6]);
-    assert_eq!(end.time, 1_683_590_400_000.0, "the narrator's date");
+    assert_eq!(end.time, 1_682_899_200_000.0, "the narrator's date: a story of the week before");
+    let middle = rig.state.episodes.values().find(|e| e.title == "Middle").unwrap();
+    assert_eq!(
+        (middle.turn_ids.clone(), middle.time),
+        (vec![2, 3, 4], middle.start),
+        "a date after the day the lines were said is a guess: the episode is dated by its first line"
+    );
+    assert_eq!(middle.start, 1_683_554_280_000.0);
     assert!(matches!(rig.state.next_job().map(|j| &j.work), Some(JobKind::Distill { .. })));
+}
+
+#[test]
+fn groups_beyond_what_one_reply_holds_are_narrated_in_further_calls() {
+    let mut rig = Rig::new(20);
+    for t in turns("a", 1, 12) {
+        rig.turns.insert(t.id, t);
+    }
+    rig.queue(JobKind::Narrate { groups: (1..=12).map(|id| vec![id]).collect() });
+    let told = |n: usize| {
+        let episodes: Vec<serde_json::Value> = (1..=n)
+            .map(|g| serde_json::json!({"group": g, "title": format!("T{g}"), "narrative": "Told.", "date": ""}))
+            .collect();
+        ok(serde_json::json!({ "episodes": episodes }))
+    };
+    // The default window (4,096 tokens) leaves a reply 1,024: 4 groups at 200 tokens each, then 4, then 4.
+    let llm = ScriptedLlm::new([told(4), told(4), told(4)]);
+    assert_eq!(rig.step(&llm).unwrap(), "narrate");
+    let requests = llm.requests.borrow();
+    assert_eq!(requests.len(), 3);
+    let first = &requests[0].messages[1].content;
+    assert!(first.contains("## Group 4\n") && !first.contains("## Group 5"), "{first}");
+    assert!(requests.iter().all(|r| r.max_tokens == Some(900)));
+    assert_eq!(rig.state.episodes.len(), 12, "every group narrated");
+    let last = rig.state.episodes.values().find(|e| e.turn_ids == [12]).unwrap();
+    assert_eq!(last.title, "T4", "the third call's group 4 is the job's group 12");
 }
 
 #[test]
@@ -239,6 +272,40 @@ fn conflicts_and_merges_supersede_old_facts_into_a_history_chain() {
         assert_eq!(rig.state.history(id).iter().map(|x| x.id).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
     assert!(rig.state.history(42).is_empty());
+}
+
+#[test]
+fn a_fact_per_line_cites_its_own_line_and_empty_lines_state_nothing() {
+    let mut rig = rig_with_episodes();
+    let llm = ScriptedLlm::new([ok(serde_json::json!({"facts": [
+        {"line": "1.1", "statement": ""},
+        {"line": "1.2", "statement": "Ben keeps bees"},
+        {"line": "2.1", "statement": "Ana rows on Sundays"},
+        {"line": "2.2", "statement": "  "},
+        {"line": "7.1", "statement": "a line no episode has"},
+    ]}))]);
+    rig.queue(JobKind::Distill {
+        items: vec![DistillItem { episode: 1, turn_ids: vec![1, 2] }, DistillItem { episode: 2, turn_ids: vec![3, 4] }],
+    });
+    rig.step(&llm).unwrap();
+    assert_eq!(llm.remaining(), 0, "no consolidation: the two facts share no words");
+    let requests = llm.requests.borrow();
+    let schema = &requests[0].json_schema.as_ref().expect("a schema").schema;
+    let lines: Vec<&str> = schema["properties"]["facts"]["prefixItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["properties"]["line"]["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines, ["1.1", "1.2", "2.1", "2.2"], "one entry per line, in the prompt's order");
+    let mut facts: Vec<(&str, &[u64], &[u64])> = rig
+        .state
+        .facts
+        .values()
+        .map(|f| (f.statement.as_str(), f.episode_ids.as_slice(), f.turn_ids.as_slice()))
+        .collect();
+    facts.sort();
+    assert_eq!(facts, [("Ana rows on Sundays", &[2][..], &[3][..]), ("Ben keeps bees", &[1][..], &[2][..])]);
 }
 
 #[test]

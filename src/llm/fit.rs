@@ -34,6 +34,11 @@ pub fn input_budget(context_tokens: usize, max_output: u32) -> usize {
     (context_tokens * 85 / 100).saturating_sub(max_output as usize)
 }
 
+/// The most a reply may take in a window of `context_tokens`: a quarter, as the prompt needs the rest.
+pub fn reply_limit(context_tokens: usize) -> u32 {
+    (context_tokens / 4) as u32
+}
+
 /// A prompt's tokens: its messages' and ~4 per message for the chat template.
 pub fn prompt_tokens(messages: &[ChatMessage], count: Count) -> usize {
     messages.iter().map(|m| count(&m.content) + 4).sum()
@@ -118,8 +123,7 @@ async fn chat_json_fitted_parsed(
     count: Count<'_>,
     parse: &mut ReplyParser<'_>,
 ) -> Result<Structured<()>> {
-    // The reply may take at most a quarter of the window: the prompt needs the rest.
-    let max_tokens = request.max_tokens.map(|m| m.min((llm.context_tokens() / 4) as u32));
+    let max_tokens = request.max_tokens.map(|m| m.min(reply_limit(llm.context_tokens())));
     let request = &LlmRequest { max_tokens, ..request.clone() };
     let mut budget = input_budget(llm.context_tokens(), max_tokens.unwrap_or(0));
     let mut shrunk = 0;

@@ -309,12 +309,12 @@ function distillReply(system, memory) {
     for (const { n, body } of sections(memory, /^## Episode ([0-9]+):/)) {
       const prediction = (body.find((l) => l.startsWith("Prediction: ")) ?? "").slice(12);
       let kept = 0;
+      // One entry per line, in order (the distill schema's shape); an empty fact for a line that states none.
       for (const l of body.map(parseLine).filter(Boolean)) {
-        if (kept >= 2 || l.text.includes("?") || l.text.split(/\s+/).length < 12) continue;
         const statement = `${l.speaker} said: ${firstWords(l.text, 15)}`;
-        if (prediction.includes(statement)) continue;
-        facts.push({ episode: n, statement, kind: "event", evidence: [l.label] });
-        kept++;
+        const skip = kept >= 2 || l.text.includes("?") || l.text.split(/\s+/).length < 12 || prediction.includes(statement);
+        facts.push({ line: l.label, statement: skip ? "" : statement });
+        if (!skip) kept++;
       }
     }
     return { facts };

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{fence, one_line, ChatMessage, JsonSchema, DATA_RULE};
 
 /// Bumped whenever a distillation prompt's wording changes.
-pub const DISTILL_VERSION: &str = "loci-distill-prompts/1";
+pub const DISTILL_VERSION: &str = "loci-distill-prompts/2";
 
 /// One conversation line in a prompt: `[label] (date) Speaker: text`.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,11 +80,12 @@ pub struct NarrateReply {
 pub fn narrate(groups: &[Vec<Line>]) -> Vec<ChatMessage> {
     let system = format!(
         "You write episodic memories of a conversation. {DATA_RULE}\n\
-         For each group of lines write a short title (at most 10 words) and a narrative in the third person that \
-         keeps every concrete detail: names, numbers, places, items, plans, feelings. Each line shows the date it \
-         was said: write relative time expressions as absolute dates next to the original words, e.g. \"last \
-         week (the week before 2023-05-08)\". Give the date the episode happened as YYYY-MM-DD. Do not invent \
-         anything.\n\
+         For each group of lines write a short title (at most 10 words) and a narrative of one to three \
+         sentences in the third person that tells what happened, naming who said or did it, with its concrete \
+         details: names, numbers, places, items, plans, feelings. Tell the lines, do not copy them. Each line \
+         shows the date it was said: write relative time expressions as absolute dates next to the original \
+         words, e.g. \"last week (the week before 2023-05-08)\". Give the date the episode happened as \
+         YYYY-MM-DD. Do not invent anything.\n\
          Reply with only a JSON object: {{\"episodes\": [{{\"group\": 1, \"title\": \"…\", \"narrative\": \"…\", \
          \"date\": \"YYYY-MM-DD\"}}, …]}} with one entry per group."
     );
@@ -219,14 +220,23 @@ pub struct DistillItem {
     pub prediction: Option<String>,
 }
 
-/// One distilled fact.
+/// One distilled fact. The prompt asks for one entry per line (`line`, `statement`: the line is the evidence, so a
+/// small model cannot cite the wrong one); the episode-level shape (`episode`, `statement`, `evidence`) of prompts
+/// before `loci-distill-prompts/2` is still read, for a callback or server that ignores the schema.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct DistilledFact {
+    /// The line's id (`"1.3"`): its episode and its evidence.
+    #[serde(default)]
+    pub line: String,
+    /// 1-based; 0 when the reply names a line instead.
+    #[serde(default)]
     pub episode: usize,
+    /// Empty when the line states nothing durable.
+    #[serde(default)]
     pub statement: String,
     #[serde(default)]
     pub kind: String,
-    /// Line ids supporting it (`"1.3"`).
+    /// Line ids supporting it (`"1.3"`), in the episode-level shape.
     #[serde(default)]
     pub evidence: Vec<String>,
 }
@@ -238,19 +248,21 @@ pub struct DistillReply {
 }
 
 /// Distillation: raw lines vs the prediction → only the durable, specific facts the prediction missed or got
-/// wrong; episodes without a prediction get direct extraction.
+/// wrong; episodes without a prediction get direct extraction. One entry per line, in order (see
+/// [`distill_schema`]): a small model asked for "the facts" of a window stated 3 for 58 lines and cited the wrong
+/// lines (docs/BENCHMARKS.md, "Distillation quality").
 pub fn distill(items: &[DistillItem]) -> Vec<ChatMessage> {
     let system = format!(
         "You distill lasting knowledge about people from conversations. {DATA_RULE}\n\
-         For each episode compare the conversation lines with the prediction of what they would say. State only \
-         durable, specific, useful facts that the prediction missed or got wrong: identity, preferences, \
-         relationships, goals, plans, habits, beliefs, skills, possessions and dated life events. Where there is \
-         no prediction, state the durable facts directly. Each fact is one self-contained sentence naming the \
-         person (no pronouns), with absolute dates (the lines show when they were said). Skip small talk and \
-         anything already in the prediction.\n\
-         Reply with only a JSON object: {{\"facts\": [{{\"episode\": 1, \"statement\": \"…\", \"kind\": \
-         \"preference\", \"evidence\": [\"1.3\"]}}, …]}}; evidence lists the supporting line ids; \
-         {{\"facts\": []}} when there is nothing new."
+         Go through the conversation lines one by one. For each line, state the durable, specific fact it \
+         reveals about a person, if any: identity, preferences, relationships, goals, plans, habits, beliefs, \
+         skills, possessions and dated life events. A fact is one self-contained sentence in the third person \
+         naming the person (no pronouns), with absolute dates (each line shows when it was said). Where an \
+         episode has a prediction of what its conversation would say, leave out what the prediction already \
+         says. Leave the statement empty (\"\") for greetings, small talk, questions and what an earlier \
+         line already stated.\n\
+         Reply with only a JSON object: {{\"facts\": [{{\"line\": \"1.1\", \"statement\": \"…\"}}, {{\"line\": \
+         \"1.2\", \"statement\": \"\"}}, …]}} with one entry per line, in order."
     );
     let body = items
         .iter()
@@ -258,7 +270,7 @@ pub fn distill(items: &[DistillItem]) -> Vec<ChatMessage> {
         .map(|(i, it)| {
             let prediction = match &it.prediction {
                 Some(p) => one_line(p),
-                None => "(none: extract the facts directly)".into(),
+                None => "(none)".into(),
             };
             format!(
                 "## Episode {}: {}\nPrediction: {}\nConversation:\n{}",
@@ -270,7 +282,8 @@ pub fn distill(items: &[DistillItem]) -> Vec<ChatMessage> {
         })
         .collect::<Vec<_>>()
         .join("\n\n");
-    let user = format!("{}\n\nState the new facts of the {} episodes.", fence(&body), items.len());
+    let count: usize = items.iter().map(|i| i.lines.len()).sum();
+    let user = format!("{}\n\nWrite the facts of the {count} lines.", fence(&body));
     vec![ChatMessage::system(system), ChatMessage::user(user)]
 }
 
@@ -341,15 +354,25 @@ pub fn segment_schema() -> JsonSchema {
     object("segment", "groups", json!({"type": "array", "items": {"type": "integer", "minimum": 0}}))
 }
 
+/// Length cap of a distilled statement (characters): one sentence.
+pub const FACT_CHARS: usize = 200;
+
+/// Length caps of a narrated episode's title and narrative (characters): ten words, and three sentences with room.
+pub const NARRATE_TITLE_CHARS: usize = 100;
+pub const NARRATE_NARRATIVE_CHARS: usize = 600;
+
 /// One narrative per group, in order: each item's `group` is fixed by `prefixItems`, so that a model cannot spend its
 /// output cap repeating one group (qwen2.5-coder-0.5b wrote only group 1, again and again, in 16 of 19 narrate calls on
-/// LoCoMo conv-26's sessions 1–3, 13 of them up to the cap; docs/BENCHMARKS.md, "Distillation quality"). A server
-/// that rejects the schema gets the plain JSON mode instead (`llm::openai`).
+/// LoCoMo conv-26's sessions 1–3, 13 of them up to the cap; docs/BENCHMARKS.md, "Distillation quality"). Each text has
+/// a length cap the grammar enforces, so a model that copies its lines at length closes the string instead of
+/// running to the call's output cap (the same model did so in 7 of 12 narrate calls, every job of session 3 failing).
+/// A server that rejects the schema gets the plain JSON mode instead (`llm::openai`).
 pub fn narrate_schema(groups: usize) -> JsonSchema {
     let episode = |group: usize| {
         json!({"type": "object", "additionalProperties": false, "required": ["group", "title", "narrative", "date"],
-            "properties": {"group": {"const": group}, "title": {"type": "string", "maxLength": 200},
-                "narrative": {"type": "string", "maxLength": 4000}, "date": {"type": "string", "maxLength": 40}}})
+            "properties": {"group": {"const": group}, "title": {"type": "string", "maxLength": NARRATE_TITLE_CHARS},
+                "narrative": {"type": "string", "maxLength": NARRATE_NARRATIVE_CHARS},
+                "date": {"type": "string", "maxLength": 10}}})
     };
     JsonSchema {
         name: "narrate",
@@ -381,15 +404,22 @@ pub fn predict_schema() -> JsonSchema {
     )
 }
 
-pub fn distill_schema() -> JsonSchema {
-    object(
-        "distill",
-        "facts",
-        json!({"type": "object", "additionalProperties": false, "required": ["episode", "statement", "kind", "evidence"],
-            "properties": {"episode": {"type": "integer", "minimum": 1},
-                "statement": {"type": "string", "maxLength": 600}, "kind": {"type": "string", "maxLength": 40},
-                "evidence": {"type": "array", "maxItems": 40, "items": {"type": "string", "maxLength": 16}}}}),
-    )
+/// One entry per line of the prompt, in order, each entry's `line` fixed by `prefixItems` (as [`narrate_schema`]
+/// fixes the groups): the model goes through every line and its evidence is the line it writes beside. `line` comes
+/// before `statement` in the reply because servers that turn a schema into a grammar keep its key order, which
+/// `serde_json` makes alphabetical: the model reads which line it states before it writes. A statement is one
+/// sentence: qwen2.5-coder-0.5b repeated one sentence to a 400-character cap in every entry.
+pub fn distill_schema(lines: &[String]) -> JsonSchema {
+    let entry = |label: &String| {
+        json!({"type": "object", "additionalProperties": false, "required": ["line", "statement"],
+            "properties": {"line": {"const": label}, "statement": {"type": "string", "maxLength": FACT_CHARS}}})
+    };
+    JsonSchema {
+        name: "distill",
+        schema: json!({"type": "object", "additionalProperties": false, "required": ["facts"],
+            "properties": {"facts": {"type": "array", "minItems": lines.len(), "maxItems": lines.len(),
+                "prefixItems": lines.iter().map(entry).collect::<Vec<_>>()}}}),
+    }
 }
 
 pub fn consolidate_schema() -> JsonSchema {
@@ -473,7 +503,7 @@ mod tests {
             },
         ];
         let text = render(&distill(&items));
-        assert!(text.contains("(none: extract the facts directly)"));
+        assert!(text.contains("Prediction: (none)"));
         snapshot("distill_distill", &text);
         let c = ConsolidateItem {
             statement: "Ana lives in Bern.".into(),
@@ -488,12 +518,14 @@ mod tests {
         assert_eq!(r.merges[0].merge_with, None);
         let r: DistillReply = serde_json::from_str(r#"{"facts": [{"episode": 2, "statement": "x"}]}"#).unwrap();
         assert!(r.facts[0].evidence.is_empty());
+        let r: DistillReply = serde_json::from_str(r#"{"facts": [{"line": "2.1", "statement": "y"}]}"#).unwrap();
+        assert_eq!((r.facts[0].line.as_str(), r.facts[0].statement.as_str(), r.facts[0].episode), ("2.1", "y", 0));
         for s in [
             segment_schema(),
             narrate_schema(2),
             merge_schema(),
             predict_schema(),
-            distill_schema(),
+            distill_schema(&["1.1".into()]),
             consolidate_schema(),
         ] {
             assert_eq!(s.schema["type"], "object", "{}", s.name);
@@ -503,5 +535,10 @@ mod tests {
         let groups: Vec<&serde_json::Value> =
             episodes["prefixItems"].as_array().unwrap().iter().map(|e| &e["properties"]["group"]["const"]).collect();
         assert_eq!(groups, [&json!(1), &json!(2), &json!(3)]);
+        let facts = &distill_schema(&["1.1".into(), "2.1".into()]).schema["properties"]["facts"];
+        assert_eq!((&facts["minItems"], &facts["maxItems"]), (&json!(2), &json!(2)));
+        let lines: Vec<&serde_json::Value> =
+            facts["prefixItems"].as_array().unwrap().iter().map(|e| &e["properties"]["line"]["const"]).collect();
+        assert_eq!(lines, [&json!("1.1"), &json!("2.1")]);
     }
 }
