@@ -64,7 +64,8 @@ mod cli {
        loci-eval distill --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
        loci-eval distill-quality --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
-                    [--conversations N] [--sessions N] [--judge on|off] [--qa N] [--json PATH]
+                    [--conversations N] [--skip-conversations K] [--sessions N] [--judge on|off] [--qa N]
+                    [--json PATH]
        loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
                     [--json PATH]
        loci-eval bridge --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--conversations N] [--sessions N]
@@ -1392,6 +1393,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "llm-context-tokens",
             "llm-cache",
             "conversations",
+            "skip-conversations",
             "sessions",
             "judge",
             "qa",
@@ -1406,6 +1408,10 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
         let qa_limit: usize = o.get("qa").map_or(Ok(0), |n| n.parse()).map_err(|_| "--qa N (questions)")?;
         let path = Path::new(&o["data"]);
         let mut corpora = locomo::load(path, GroundTruth::Clean)?;
+        // `--skip-conversations K`: start at conversation K + 1, so that two endpoints can share a run's conversations.
+        let skip: usize =
+            o.get("skip-conversations").map_or(Ok(0), |n| n.parse()).map_err(|_| "--skip-conversations K")?;
+        corpora.drain(..skip.min(corpora.len()));
         corpora.truncate(o.get("conversations").map_or(Ok(1), |n| n.parse()).map_err(|_| "--conversations N")?);
         keep_first_sessions(&mut corpora, o.get("sessions").map_or(Ok(4), |n| n.parse()).map_err(|_| "--sessions N")?);
         let notes = locomo::load_notes(path)?;
@@ -1502,26 +1508,44 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             let cells: Vec<&str> = tables.iter().map(|t| t[i].1.as_str()).collect();
             println!("| {name} | {} |", cells.join(" | "));
         }
-        // QA through the distilled memory, on the first `--qa` questions the distilled sessions hold.
-        let mut records = Vec::new();
+        // QA on the first `--qa` questions the distilled sessions hold, three ways: through the distilled memory as
+        // `qa --prune distilled` does (sessions, episodes and facts), through episodes and facts alone (Nemori's
+        // context, no raw sessions), and from the top 3 sessions unpruned (the figure distillation must match at
+        // ≤ 60% of its tokens).
+        let mut unpruned = loci::memory::AnswerOptions::default();
+        unpruned.prune.mode = loci::recall::prune::PruneMode::None;
         let options = loci::memory::AnswerOptions::default();
-        for corpus in &corpora {
-            let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
-            let last_session = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
-            for q in corpus.questions.iter().take(qa_limit - records.len().min(qa_limit)) {
-                let gold = answers.get(&q.id).map(String::as_str).unwrap_or("");
-                let mode = QaMode::Distilled(&options, Default::default());
-                let now = last_session + 86_400_000.0;
-                records.push(block_on(loci::eval::qa::answer_question(memory, q, gold, mode, &llm, None, now)));
-                eprintln!("qa {}/{qa_limit}: F1 {:.2}", records.len(), records.last().map_or(0.0, |r| r.f1));
+        let episodes_and_facts = loci::memory::DistilledRecallOptions { sessions: false, ..Default::default() };
+        let modes = [
+            ("distilled", QaMode::Distilled(&options, Default::default())),
+            ("episodes_and_facts", QaMode::Distilled(&options, episodes_and_facts)),
+            ("recall_top3_unpruned", QaMode::Recall(&unpruned)),
+        ];
+        let mut by_mode: Vec<(&str, Vec<loci::eval::qa::QaRecord>)> = Vec::new();
+        for (name, mode) in modes {
+            let mut records = Vec::new();
+            for corpus in &corpora {
+                let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
+                let last_session = corpus.sessions.iter().filter_map(|s| session_time(&s.date)).fold(0.0, f64::max);
+                for q in corpus.questions.iter().take(qa_limit - records.len().min(qa_limit)) {
+                    let gold = answers.get(&q.id).map(String::as_str).unwrap_or("");
+                    let now = last_session + 86_400_000.0;
+                    records.push(block_on(loci::eval::qa::answer_question(memory, q, gold, mode, &llm, None, now)));
+                    eprintln!("qa {name} {}/{qa_limit}: F1 {:.2}", records.len(), records.last().map_or(0.0, |r| r.f1));
+                }
             }
+            by_mode.push((name, records));
         }
-        let qa = (!records.is_empty()).then(|| loci::eval::qa::report(&records));
-        if let Some(r) = &qa {
-            println!(
-                "QA through the distilled memory: n={} F1 {:.1}  BLEU-1 {:.1}  context tokens/q {:.0}  errors {}",
-                r.overall.n, r.overall.f1, r.overall.bleu1, r.overall.context_tokens_per_question, r.overall.errors
-            );
+        let mut qa_json = Map::new();
+        for (name, records) in &by_mode {
+            let r = (!records.is_empty()).then(|| loci::eval::qa::report(records));
+            if let Some(r) = &r {
+                println!(
+                    "QA {name}: n={} F1 {:.1}  BLEU-1 {:.1}  context tokens/q {:.0}  errors {}",
+                    r.overall.n, r.overall.f1, r.overall.bleu1, r.overall.context_tokens_per_question, r.overall.errors
+                );
+            }
+            qa_json.insert(name.to_string(), json!({"report": r, "records": records}));
         }
         report_replay(&llm);
         let per_conversation: Vec<Value> = columns
@@ -1539,7 +1563,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
                 "thresholds": {"duplicate_cosine": dq::DUPLICATE_COSINE, "observation_match": dq::OBSERVATION_MATCH,
                     "overlap_support": dq::OVERLAP_SUPPORT},
                 "conversations": per_conversation, "all": all_rows, "distillation": distillation,
-                "qa": {"report": qa, "records": records},
+                "qa": qa_json,
             }),
         )
     }
