@@ -272,18 +272,11 @@ async fn narrate_job(
             })
             .collect();
         // Room for each group's title and narrative at their schema caps, so that a reply the grammar bounds always
-        // ends: as many groups as the reply's limit and the model's window hold, the rest in the next call. (One
-        // call for a session's 11 groups got 1,024 tokens, a 4,096-token window's reply limit, and was cut each time.)
+        // ends: as many groups as the reply limit holds, the rest in the next call (one call for a session's 11
+        // groups got 1,024 tokens, a 4,096-token window's reply limit, and was cut every time). A prompt too long for
+        // the window is cut by `call`, as before.
         let reply = reply_limit(input.llm.context_tokens()).min(MAX_OUTPUT);
-        let mut take = prompt_groups.len().min((reply.saturating_sub(100) / NARRATE_GROUP_TOKENS).max(1) as usize);
-        let fits = |n: usize| {
-            let output = output_cap(NARRATE_GROUP_TOKENS, n);
-            prompt_tokens(&p::narrate(&prompt_groups[..n]), input.count)
-                <= input_budget(input.llm.context_tokens(), output)
-        };
-        while take > 1 && !fits(take) {
-            take -= 1;
-        }
+        let take = prompt_groups.len().min((reply.saturating_sub(100) / NARRATE_GROUP_TOKENS).max(1) as usize);
         prompt_groups.truncate(take);
         let missing = &missing[..take];
         let build = |cap| p::narrate(&prompt_groups.iter().map(|g| capped(g, cap)).collect::<Vec<_>>());
@@ -531,45 +524,26 @@ async fn distill_job(
         call(Phase::Distill, &build, p::distill_schema(&labels), max_output, input, spend).await?;
     let mut fresh: Vec<Fact> = Vec::new();
     for f in reply.facts {
-        // `e.n`: episode e's line n (1-based).
-        let label = |l: &str| -> Option<(usize, usize)> {
-            let (ep, n) = l.trim().trim_matches(['[', ']']).split_once('.')?;
-            Some((ep.parse().ok()?, n.parse().ok()?))
-        };
-        // The per-line shape names its episode by its line; the episode-level shape names it and cites lines.
-        let (episode, cited): (usize, Vec<&String>) = match label(&f.line) {
-            Some((ep, _)) => (ep, std::iter::once(&f.line).chain(&f.evidence).collect()),
-            None => (f.episode, f.evidence.iter().collect()),
+        // `e.n`: episode e's line n (1-based), the fact's episode and evidence.
+        let label = f.line.trim().trim_matches(['[', ']']).split_once('.');
+        let Some((episode, n)) = label.and_then(|(e, n)| Some((e.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
+        else {
+            continue;
         };
         let Some((e, ts)) = episode.checked_sub(1).and_then(|k| items.get(k)) else { continue };
+        let Some(turn) = n.checked_sub(1).and_then(|n| ts.get(n)) else { continue };
         let statement = f.statement.split_whitespace().collect::<Vec<_>>().join(" ");
         if statement.is_empty() || fresh.iter().any(|x| x.statement.eq_ignore_ascii_case(&statement)) {
             continue;
         }
-        let mut turn_ids: Vec<u64> = cited
-            .into_iter()
-            .filter_map(|l| {
-                let (ep, n) = label(l)?;
-                if ep != episode {
-                    return None;
-                }
-                Some(ts.get(n.checked_sub(1)?)?.id)
-            })
-            .collect();
-        if turn_ids.is_empty() {
-            turn_ids = ts.iter().map(|t| t.id).collect();
-        }
-        turn_ids.sort_unstable();
-        turn_ids.dedup();
-        let kind = if f.kind.trim().is_empty() { "fact".to_string() } else { f.kind.trim().to_lowercase() };
         fresh.push(Fact {
             id: meta.next_fact,
             statement,
-            kind,
+            kind: "fact".into(),
             time: e.time,
             ingested: now,
             episode_ids: vec![e.id],
-            turn_ids,
+            turn_ids: vec![turn.id],
             status: FactStatus::Active,
             supersedes: Vec::new(),
             superseded_by: None,

@@ -232,7 +232,7 @@ fn conflicts_and_merges_supersede_old_facts_into_a_history_chain() {
         &mut rig,
         1,
         1,
-        serde_json::json!({"facts": [{"episode": 1, "statement": "Ana lives in Bern city", "kind": "identity", "evidence": ["1.1"]}]}),
+        serde_json::json!({"facts": [{"line": "1.1", "statement": "Ana lives in Bern city"}]}),
         None,
     );
     // A near fact: consolidation is asked, and says CONFLICT with F1.
@@ -240,7 +240,7 @@ fn conflicts_and_merges_supersede_old_facts_into_a_history_chain() {
         &mut rig,
         2,
         2,
-        serde_json::json!({"facts": [{"episode": 1, "statement": "Ana lives in Basel city", "evidence": ["1.1"]}]}),
+        serde_json::json!({"facts": [{"line": "1.1", "statement": "Ana lives in Basel city"}]}),
         Some(
             serde_json::json!({"decisions": [{"fact": 1, "action": "CONFLICT", "targets": ["F1", "F99"], "statement": ""}]}),
         ),
@@ -250,7 +250,7 @@ fn conflicts_and_merges_supersede_old_facts_into_a_history_chain() {
         &mut rig,
         3,
         3,
-        serde_json::json!({"facts": [{"episode": 1, "statement": "Ana lives in Basel city centre", "evidence": ["9.9"]}]}),
+        serde_json::json!({"facts": [{"line": "1.1", "statement": "Ana lives in Basel city centre"}]}),
         Some(
             serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F2"], "statement": "Ana lives in Basel city centre since May"}]}),
         ),
@@ -266,7 +266,7 @@ fn conflicts_and_merges_supersede_old_facts_into_a_history_chain() {
     assert_eq!(f[&3].statement, "Ana lives in Basel city centre since May");
     assert_eq!((f[&3].origin.as_str(), f[&2].origin.as_str()), ("merge", "conflict"));
     assert_eq!(f[&3].episode_ids, vec![2, 3], "a merge unions provenance");
-    assert_eq!(f[&3].turn_ids, vec![2, 3], "unknown evidence ids fall back to the episode's turns");
+    assert_eq!(f[&3].turn_ids, vec![2, 3], "a merge unions the cited lines");
     assert_eq!(f[&2].time, 2.0, "event time from the episode");
     for id in [1, 2, 3] {
         assert_eq!(rig.state.history(id).iter().map(|x| x.id).collect::<Vec<_>>(), vec![1, 2, 3]);
@@ -315,7 +315,7 @@ fn prediction_runs_when_facts_are_evoked_and_sees_them() {
         &mut rig,
         1,
         1,
-        serde_json::json!({"facts": [{"episode": 1, "statement": "unrelated topic 2 zzz2", "evidence": ["1.1"]}]}),
+        serde_json::json!({"facts": [{"line": "1.1", "statement": "unrelated topic 2 zzz2"}]}),
         None,
     );
     // Episode 2's vector equals that fact's (same words): it is evoked, so predict runs before distill.
@@ -426,8 +426,8 @@ fn a_reply_that_restates_one_fact_is_consolidated_within_its_batch() {
         1,
         1,
         serde_json::json!({"facts": [
-            {"episode": 1, "statement": "Ana lives in Bern city", "evidence": ["1.1"]},
-            {"episode": 1, "statement": "Ana lives in Bern city now", "evidence": ["1.1"]},
+            {"line": "1.1", "statement": "Ana lives in Bern city"},
+            {"line": "1.1", "statement": "Ana lives in Bern city now"},
         ]}),
         Some(
             serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F1"], "statement": "Ana lives in Bern city"}]}),
@@ -502,7 +502,7 @@ fn a_retried_job_asks_for_a_warmer_reply() {
 #[test]
 fn a_merge_far_longer_than_what_it_merges_leaves_the_fact_new() {
     let mut rig = rig_with_episodes();
-    let first = serde_json::json!({"facts": [{"episode": 1, "statement": "Maya runs with a club on Sundays", "evidence": ["1.1"]}]});
+    let first = serde_json::json!({"facts": [{"line": "1.1", "statement": "Maya runs with a club on Sundays"}]});
     distill_once(&mut rig, 1, 1, first, None);
     // What qwen2.5-0.5b wrote as a merged statement: its reasoning, not a combination of the two facts.
     let rambling = "Maya runs with a club on Sundays, the Riverside Runners. This is a direct and accurate update to the existing \
@@ -512,7 +512,7 @@ fn a_merge_far_longer_than_what_it_merges_leaves_the_fact_new() {
         &mut rig,
         2,
         2,
-        serde_json::json!({"facts": [{"episode": 1, "statement": "Maya runs with a club on Sundays, the Riverside Runners", "evidence": ["1.1"]}]}),
+        serde_json::json!({"facts": [{"line": "1.1", "statement": "Maya runs with a club on Sundays, the Riverside Runners"}]}),
         Some(
             serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F1"], "statement": rambling}]}),
         ),
@@ -528,7 +528,7 @@ fn a_merge_far_longer_than_what_it_merges_leaves_the_fact_new() {
         &mut rig,
         3,
         3,
-        serde_json::json!({"facts": [{"episode": 1, "statement": "Maya runs with a club on Sundays at 8 am", "evidence": ["1.1"]}]}),
+        serde_json::json!({"facts": [{"line": "1.1", "statement": "Maya runs with a club on Sundays at 8 am"}]}),
         Some(serde_json::json!({"decisions": [{"fact": 1, "action": "MERGE", "targets": ["F2"],
             "statement": "Maya runs with a club on Sundays at 8 am, the Riverside Runners"}]})),
     );

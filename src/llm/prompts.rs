@@ -11,7 +11,6 @@
 //! can drift or invent), and the call costs a few output tokens instead of hundreds.
 
 use serde::Deserialize;
-use serde_json::json;
 
 use super::{ChatMessage, JsonSchema};
 
@@ -223,52 +222,46 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A reply schema: an object with one required `key` whose value has the schema `value` (JSON text). Text rather
+/// than `serde_json::json!`, whose code builds each object key by key at several times the size of its text in the
+/// wasm (issue 41). Every schema is parsed in a test; text that did not parse would be sent as `null`, which a
+/// server refuses (the call then falls back to the plain JSON mode, `llm::openai`).
+pub(crate) fn reply_schema(name: &'static str, key: &str, value: &str) -> JsonSchema {
+    let text = format!(
+        r#"{{"type":"object","additionalProperties":false,"required":["{key}"],"properties":{{"{key}":{value}}}}}"#
+    );
+    JsonSchema { name, schema: serde_json::from_str(&text).unwrap_or_default() }
+}
+
 /// JSON schema of [`QdpReply`] (for servers with `json_schema` response formats).
 pub fn qdp_schema() -> JsonSchema {
-    JsonSchema {
-        name: "qdp_keep",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["keep"],
-            "properties": {"keep": {"type": "array", "maxItems": 200,
-                "items": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+$", "maxLength": 12}}}}),
-    }
+    reply_schema(
+        "qdp_keep",
+        "keep",
+        r#"{"type":"array","maxItems":200,"items":{"type":"string","pattern":"^[0-9]+\\.[0-9]+$","maxLength":12}}"#,
+    )
 }
 
 /// JSON schema of [`QdpQuotesReply`].
 pub fn qdp_quotes_schema() -> JsonSchema {
-    JsonSchema {
-        name: "qdp_quotes",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["quotes"],
-            "properties": {"quotes": {"type": "array", "maxItems": 60,
-                "items": {"type": "string", "maxLength": 400}}}}),
-    }
+    reply_schema("qdp_quotes", "quotes", r#"{"type":"array","maxItems":60,"items":{"type":"string","maxLength":400}}"#)
 }
 
 /// JSON schema of [`AnswerReply`].
 pub fn answer_schema() -> JsonSchema {
-    JsonSchema {
-        name: "answer",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["answer"],
-            "properties": {"answer": {"type": "string", "maxLength": 500}}}),
-    }
+    reply_schema("answer", "answer", r#"{"type":"string","maxLength":500}"#)
 }
 
 /// JSON schema of [`ExpandReply`].
 pub fn expand_schema() -> JsonSchema {
-    JsonSchema {
-        name: "expand",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["queries"],
-            "properties": {"queries": {"type": "array", "maxItems": MAX_EXPANSIONS,
-                "items": {"type": "string", "maxLength": 200}}}}),
-    }
+    let value =
+        format!(r#"{{"type":"array","maxItems":{MAX_EXPANSIONS},"items":{{"type":"string","maxLength":200}}}}"#);
+    reply_schema("expand", "queries", &value)
 }
 
 /// JSON schema of [`JudgeReply`].
 pub fn judge_schema() -> JsonSchema {
-    JsonSchema {
-        name: "judge",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["label"],
-            "properties": {"label": {"type": "string", "enum": ["CORRECT", "WRONG"]}}}),
-    }
+    reply_schema("judge", "label", r#"{"type":"string","enum":["CORRECT","WRONG"]}"#)
 }
 
 /// Snapshot testing of rendered prompts, shared by this module's tests and the distillation prompts' tests.
@@ -306,6 +299,23 @@ mod tests {
 
     fn render(messages: &[ChatMessage]) -> String {
         snapshots::render(VERSION, messages)
+    }
+
+    #[test]
+    fn every_reply_schema_is_an_object_requiring_its_key() {
+        for (s, key) in [
+            (qdp_schema(), "keep"),
+            (qdp_quotes_schema(), "quotes"),
+            (answer_schema(), "answer"),
+            (expand_schema(), "queries"),
+            (judge_schema(), "label"),
+        ] {
+            assert_eq!(s.schema["required"], serde_json::json!([key]), "{}", s.name);
+            assert_eq!(s.schema["additionalProperties"], false, "{}", s.name);
+            assert!(s.schema["properties"][key]["type"].is_string(), "{}", s.name);
+        }
+        assert_eq!(qdp_schema().schema["properties"]["keep"]["items"]["pattern"], "^[0-9]+\\.[0-9]+$");
+        assert_eq!(expand_schema().schema["properties"]["queries"]["maxItems"], MAX_EXPANSIONS);
     }
 
     fn sessions() -> Vec<QdpSession> {

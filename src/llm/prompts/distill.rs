@@ -6,9 +6,8 @@
 //! items are labelled (`Group 2`, `E12`, `F7`, line ids `[1.3]`) and replies refer to labels, never to text.
 
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{fence, one_line, ChatMessage, JsonSchema, DATA_RULE};
+use super::{fence, one_line, reply_schema, ChatMessage, JsonSchema, DATA_RULE};
 
 /// Bumped whenever a distillation prompt's wording changes.
 pub const DISTILL_VERSION: &str = "loci-distill-prompts/2";
@@ -220,25 +219,13 @@ pub struct DistillItem {
     pub prediction: Option<String>,
 }
 
-/// One distilled fact. The prompt asks for one entry per line (`line`, `statement`: the line is the evidence, so a
-/// small model cannot cite the wrong one); the episode-level shape (`episode`, `statement`, `evidence`) of prompts
-/// before `loci-distill-prompts/2` is still read, for a callback or server that ignores the schema.
+/// One distilled fact: the line (`"1.3"`: its episode and its evidence, fixed by [`distill_schema`], so a small model
+/// cannot cite the wrong line) and what it states, empty when nothing durable.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct DistilledFact {
-    /// The line's id (`"1.3"`): its episode and its evidence.
-    #[serde(default)]
     pub line: String,
-    /// 1-based; 0 when the reply names a line instead.
-    #[serde(default)]
-    pub episode: usize,
-    /// Empty when the line states nothing durable.
     #[serde(default)]
     pub statement: String,
-    #[serde(default)]
-    pub kind: String,
-    /// Line ids supporting it (`"1.3"`), in the episode-level shape.
-    #[serde(default)]
-    pub evidence: Vec<String>,
 }
 
 /// Distillation reply.
@@ -342,16 +329,13 @@ pub fn consolidate(items: &[ConsolidateItem]) -> Vec<ChatMessage> {
     vec![ChatMessage::system(system), ChatMessage::user(user)]
 }
 
-fn object(name: &'static str, key: &str, items: serde_json::Value) -> JsonSchema {
-    JsonSchema {
-        name,
-        schema: json!({"type": "object", "additionalProperties": false, "required": [key],
-            "properties": {key: {"type": "array", "maxItems": 200, "items": items}}}),
-    }
+/// A reply of one required array under `key`, of up to 200 `items` (JSON text).
+fn object(name: &'static str, key: &str, items: &str) -> JsonSchema {
+    reply_schema(name, key, &format!(r#"{{"type":"array","maxItems":200,"items":{items}}}"#))
 }
 
 pub fn segment_schema() -> JsonSchema {
-    object("segment", "groups", json!({"type": "array", "items": {"type": "integer", "minimum": 0}}))
+    object("segment", "groups", r#"{"type":"array","items":{"type":"integer","minimum":0}}"#)
 }
 
 /// Length cap of a distilled statement (characters): one sentence.
@@ -368,29 +352,26 @@ pub const NARRATE_NARRATIVE_CHARS: usize = 600;
 /// running to the call's output cap (the same model did so in 7 of 12 narrate calls, every job of session 3 failing).
 /// A server that rejects the schema gets the plain JSON mode instead (`llm::openai`).
 pub fn narrate_schema(groups: usize) -> JsonSchema {
-    let episode = |group: usize| {
-        json!({"type": "object", "additionalProperties": false, "required": ["group", "title", "narrative", "date"],
-            "properties": {"group": {"const": group}, "title": {"type": "string", "maxLength": NARRATE_TITLE_CHARS},
-                "narrative": {"type": "string", "maxLength": NARRATE_NARRATIVE_CHARS},
-                "date": {"type": "string", "maxLength": 10}}})
-    };
-    JsonSchema {
-        name: "narrate",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["episodes"],
-            "properties": {"episodes": {"type": "array", "minItems": groups, "maxItems": groups,
-                "prefixItems": (1..=groups).map(episode).collect::<Vec<_>>()}}}),
-    }
+    let episodes: Vec<String> = (1..=groups)
+        .map(|g| {
+            format!(
+                r#"{{"type":"object","additionalProperties":false,"required":["group","title","narrative","date"],"properties":{{"group":{{"const":{g}}},"title":{{"type":"string","maxLength":{NARRATE_TITLE_CHARS}}},"narrative":{{"type":"string","maxLength":{NARRATE_NARRATIVE_CHARS}}},"date":{{"type":"string","maxLength":10}}}}}}"#
+            )
+        })
+        .collect();
+    let episodes = episodes.join(",");
+    reply_schema(
+        "narrate",
+        "episodes",
+        &format!(r#"{{"type":"array","minItems":{groups},"maxItems":{groups},"prefixItems":[{episodes}]}}"#),
+    )
 }
 
 pub fn merge_schema() -> JsonSchema {
     object(
         "merge",
         "merges",
-        json!({"type": "object", "additionalProperties": false,
-            "required": ["episode", "merge_with", "title", "narrative"],
-            "properties": {"episode": {"type": "integer", "minimum": 1},
-                "merge_with": {"type": ["string", "null"], "maxLength": 24},
-                "title": {"type": "string", "maxLength": 200}, "narrative": {"type": "string", "maxLength": 6000}}}),
+        r#"{"type":"object","additionalProperties":false,"required":["episode","merge_with","title","narrative"],"properties":{"episode":{"type":"integer","minimum":1},"merge_with":{"type":["string","null"],"maxLength":24},"title":{"type":"string","maxLength":200},"narrative":{"type":"string","maxLength":6000}}}"#,
     )
 }
 
@@ -398,9 +379,7 @@ pub fn predict_schema() -> JsonSchema {
     object(
         "predict",
         "predictions",
-        json!({"type": "object", "additionalProperties": false, "required": ["episode", "prediction"],
-            "properties": {"episode": {"type": "integer", "minimum": 1},
-                "prediction": {"type": "string", "maxLength": 4000}}}),
+        r#"{"type":"object","additionalProperties":false,"required":["episode","prediction"],"properties":{"episode":{"type":"integer","minimum":1},"prediction":{"type":"string","maxLength":4000}}}"#,
     )
 }
 
@@ -408,35 +387,37 @@ pub fn predict_schema() -> JsonSchema {
 /// fixes the groups): the model goes through every line and its evidence is the line it writes beside. `line` comes
 /// before `statement` in the reply because servers that turn a schema into a grammar keep its key order, which
 /// `serde_json` makes alphabetical: the model reads which line it states before it writes. A statement is one
-/// sentence: qwen2.5-coder-0.5b repeated one sentence to a 400-character cap in every entry.
+/// sentence: qwen2.5-coder-0.5b repeated one sentence to a 400-character cap in every entry. The labels are loci's
+/// own (`2.3`: digits and a dot), so they need no escaping.
 pub fn distill_schema(lines: &[String]) -> JsonSchema {
-    let entry = |label: &String| {
-        json!({"type": "object", "additionalProperties": false, "required": ["line", "statement"],
-            "properties": {"line": {"const": label}, "statement": {"type": "string", "maxLength": FACT_CHARS}}})
-    };
-    JsonSchema {
-        name: "distill",
-        schema: json!({"type": "object", "additionalProperties": false, "required": ["facts"],
-            "properties": {"facts": {"type": "array", "minItems": lines.len(), "maxItems": lines.len(),
-                "prefixItems": lines.iter().map(entry).collect::<Vec<_>>()}}}),
-    }
+    let entries: Vec<String> = lines
+        .iter()
+        .map(|label| {
+            format!(
+                r#"{{"type":"object","additionalProperties":false,"required":["line","statement"],"properties":{{"line":{{"const":"{label}"}},"statement":{{"type":"string","maxLength":{FACT_CHARS}}}}}}}"#
+            )
+        })
+        .collect();
+    let (n, entries) = (lines.len(), entries.join(","));
+    reply_schema(
+        "distill",
+        "facts",
+        &format!(r#"{{"type":"array","minItems":{n},"maxItems":{n},"prefixItems":[{entries}]}}"#),
+    )
 }
 
 pub fn consolidate_schema() -> JsonSchema {
     object(
         "consolidate",
         "decisions",
-        json!({"type": "object", "additionalProperties": false, "required": ["fact", "action", "targets", "statement"],
-            "properties": {"fact": {"type": "integer", "minimum": 1},
-                "action": {"type": "string", "enum": ["NEW", "MERGE", "CONFLICT"]},
-                "targets": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 24}},
-                "statement": {"type": "string", "maxLength": 600}}}),
+        r#"{"type":"object","additionalProperties":false,"required":["fact","action","targets","statement"],"properties":{"fact":{"type":"integer","minimum":1},"action":{"type":"string","enum":["NEW","MERGE","CONFLICT"]},"targets":{"type":"array","maxItems":10,"items":{"type":"string","maxLength":24}},"statement":{"type":"string","maxLength":600}}}"#,
     )
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     use crate::llm::prompts::snapshots::check as snapshot;
 
@@ -516,10 +497,8 @@ mod tests {
     fn replies_parse_with_optional_fields_missing() {
         let r: MergeReply = serde_json::from_str(r#"{"merges": [{"episode": 1, "merge_with": null}]}"#).unwrap();
         assert_eq!(r.merges[0].merge_with, None);
-        let r: DistillReply = serde_json::from_str(r#"{"facts": [{"episode": 2, "statement": "x"}]}"#).unwrap();
-        assert!(r.facts[0].evidence.is_empty());
-        let r: DistillReply = serde_json::from_str(r#"{"facts": [{"line": "2.1", "statement": "y"}]}"#).unwrap();
-        assert_eq!((r.facts[0].line.as_str(), r.facts[0].statement.as_str(), r.facts[0].episode), ("2.1", "y", 0));
+        let r: DistillReply = serde_json::from_str(r#"{"facts": [{"line": "2.1"}]}"#).unwrap();
+        assert_eq!((r.facts[0].line.as_str(), r.facts[0].statement.as_str()), ("2.1", ""));
         for s in [
             segment_schema(),
             narrate_schema(2),
