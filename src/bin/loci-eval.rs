@@ -65,7 +65,7 @@ mod cli {
                     [--sessions N] [--predict-threshold COSINE] [--json PATH]
        loci-eval distill-quality --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--llm-context-tokens N]
                     [--conversations N] [--skip-conversations K] [--sessions N] [--judge on|off] [--qa N]
-                    [--json PATH]
+                    [--qa-modes distilled,episodes_and_facts,recall_top3_unpruned] [--json PATH]
        loci-eval expand --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--category N|all] [--limit N] [--cache JSONL]
                     [--json PATH]
        loci-eval bridge --data LOCOMO_FILE --llm-base-url URL --llm-model NAME [--conversations N] [--sessions N]
@@ -1397,6 +1397,7 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             "sessions",
             "judge",
             "qa",
+            "qa-modes",
             "json",
         ])?;
         let llm = llm_client(&o, "llm")?.ok_or("--llm-base-url and --llm-model are required")?;
@@ -1521,8 +1522,16 @@ methods: default (the library default), tir, tir-sum-N, turn-mean, bm25, hybrid,
             ("episodes_and_facts", QaMode::Distilled(&options, episodes_and_facts)),
             ("recall_top3_unpruned", QaMode::Recall(&unpruned)),
         ];
+        // `--qa-modes a,b`: only these (each mode's answers cost a call a question).
+        let chosen: Option<Vec<&str>> = o.get("qa-modes").map(|m| m.split(',').map(str::trim).collect());
+        if let Some(unknown) = chosen.iter().flatten().find(|m| modes.iter().all(|(name, _)| name != *m)) {
+            return Err(format!("--qa-modes: unknown mode {unknown}"));
+        }
         let mut by_mode: Vec<(&str, Vec<loci::eval::qa::QaRecord>)> = Vec::new();
         for (name, mode) in modes {
+            if chosen.as_ref().is_some_and(|c| !c.contains(&name)) {
+                continue;
+            }
             let mut records = Vec::new();
             for corpus in &corpora {
                 let memory = memories.get_mut(&corpus.id).ok_or("corpus missing")?;
