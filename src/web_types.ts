@@ -384,6 +384,7 @@ export interface Episode {
 export interface Fact {
   id: number;
   statement: string;
+  /** `"fact"` (facts distilled before version 2 of the prompts carry the model's kind: `"preference"`, `"event"`, …). */
   kind: string;
   /** Its episode's time. */
   time: number;

@@ -57,7 +57,8 @@ pub enum FactStatus {
 pub struct Fact {
     pub id: u64,
     pub statement: String,
-    /// identity, preference, relationship, goal, habit, belief, skill, event, … (free text from the model).
+    /// `"fact"` for facts distilled line by line (the prompts since `loci-distill-prompts/2`, which leave the
+    /// model one thing to write a line); earlier ones carry the model's kind (identity, preference, event, …).
     pub kind: String,
     /// Event time: its episode's time.
     pub time: TimeMs,
