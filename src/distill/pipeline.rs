@@ -132,9 +132,12 @@ pub(crate) fn new_job(meta_next: &mut u64, work: JobKind, now: TimeMs) -> Job {
 /// The most any step's reply may take, in tokens.
 const MAX_OUTPUT: u32 = 2_048;
 
-/// A narrated group's reply at most: its title and narrative at the schema's caps
-/// (`p::NARRATE_TITLE_CHARS` + `p::NARRATE_NARRATIVE_CHARS`, ~4 characters a token) and its keys.
-const NARRATE_GROUP_TOKENS: u32 = 200;
+/// A narrated group's reply at most: its title and narrative at the schema's caps (~4 characters a token) and its
+/// keys and date (~25 tokens): 200.
+const NARRATE_GROUP_TOKENS: u32 = ((p::NARRATE_TITLE_CHARS + p::NARRATE_NARRATIVE_CHARS) / 4 + 25) as u32;
+
+/// A distilled line's entry at most: its statement at the schema's cap and its keys and label (~14 tokens): 64.
+const DISTILL_LINE_TOKENS: u32 = (p::FACT_CHARS / 4 + 14) as u32;
 
 /// Output caps per step, in tokens: what the reply's JSON needs with room to spare (a small model that rambles
 /// stops here rather than at 4,000 tokens, minutes later).
@@ -517,8 +520,7 @@ async fn distill_job(
             .collect();
         p::distill(&items)
     };
-    // One entry per line: room for its statement at the schema's cap (~50 tokens) and the entry's keys.
-    let max_output = output_cap(64, prompt.iter().map(|i| i.lines.len()).sum());
+    let max_output = output_cap(DISTILL_LINE_TOKENS, prompt.iter().map(|i| i.lines.len()).sum());
     let labels: Vec<String> = prompt.iter().flat_map(|i| i.lines.iter().map(|l| l.label.clone())).collect();
     let reply: p::DistillReply =
         call(Phase::Distill, &build, p::distill_schema(&labels), max_output, input, spend).await?;
